@@ -1,0 +1,42 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HERALD_DATA_DIR ?= $(CURDIR)/.herald
+export HERALD_DATA_DIR
+
+.PHONY: install install-dev run test migrate bootstrap bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# The lock files pin every dependency; the package itself is installed without
+# resolving anything again.
+$(VENV)/.installed: requirements.lock pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+$(VENV)/.installed-dev: requirements-dev.lock pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -r requirements-dev.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+migrate: install
+	$(BIN)/herald migrate
+
+run: install
+	$(BIN)/herald migrate
+	$(BIN)/herald bootstrap --announce
+	$(BIN)/herald serve --host 127.0.0.1 --port 3000
+
+test: install-dev
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .herald .pytest_cache

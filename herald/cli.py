@@ -1,0 +1,168 @@
+"""The ``herald`` command.
+
+Other tooling relies on this contract exactly: ``bootstrap --json`` prints
+``{"organizationId", "environments": [{"_id", "name", "apiKey"}]}``; ``serve``
+takes ``--host``, ``--port`` and ``--no-worker``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from herald.config import Settings, load_settings
+from herald.kit.db import create_engine, create_sessionmaker
+
+DEV_KEY_FILE = "development-api-key"
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+
+
+async def _with_session(settings: Settings, work: Any) -> Any:
+    engine = create_engine(settings.database_url, pool_size=2)
+    try:
+        maker = create_sessionmaker(engine)
+        async with maker() as session:
+            result = await work(session)
+            await session.commit()
+            return result
+    finally:
+        await engine.dispose()
+
+
+def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
+    from herald.migrations import upgrade
+
+    upgrade(settings.database_url)
+    print(f"Database is up to date ({settings.database_url.split('@')[-1]})", file=sys.stderr)
+    return 0
+
+
+def cmd_bootstrap(settings: Settings, args: argparse.Namespace) -> int:
+    from herald.organizations.service import bootstrap
+
+    result = asyncio.run(_with_session(settings, bootstrap))
+    dev_key_path = settings.data_dir / DEV_KEY_FILE
+    environments = []
+    for entry in result.environments:
+        item: dict[str, Any] = {"_id": entry.environment.id, "name": entry.environment.name}
+        if entry.api_key is not None:
+            item["apiKey"] = entry.api_key
+        environments.append(item)
+    if args.json:
+        print(json.dumps({"organizationId": result.organization.id, "environments": environments}))
+        return 0
+    if args.announce:
+        _announce(settings, result.created, environments, dev_key_path)
+        return 0
+    for item in environments:
+        key = item.get("apiKey", "(created earlier; `herald keys create` makes another)")
+        print(f"{item['name']}: environment {item['_id']}, API key {key}")
+    return 0
+
+
+def _announce(settings: Settings, created: bool, environments: list[dict[str, Any]], dev_key_path: Path) -> None:
+    """What ``make run`` shows: the Development key (kept in the data folder) and the docs."""
+    development = next(item for item in environments if item["name"] == "Development")
+    if created:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        dev_key_path.write_text(development["apiKey"] + "\n")
+        dev_key_path.chmod(0o600)
+    key = dev_key_path.read_text().strip() if dev_key_path.exists() else None
+    base = f"http://{settings.host}:{settings.port}"
+    print("")
+    print("  Herald is starting")
+    print(f"  API:       {base}/v1")
+    print(f"  Docs:      {base}/docs")
+    if key:
+        print(f"  API key:   {key}   (Development; header: Authorization: ApiKey {key})")
+    else:
+        print("  API key:   make one with: .venv/bin/herald keys create --environment Development")
+    print("")
+
+
+def cmd_keys_create(settings: Settings, args: argparse.Namespace) -> int:
+    from herald.organizations.service import create_key_for_environment
+
+    environment, key = asyncio.run(
+        _with_session(settings, lambda session: create_key_for_environment(session, args.environment))
+    )
+    print(json.dumps({"environmentId": environment.id, "name": environment.name, "apiKey": key}))
+    return 0
+
+
+def cmd_keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
+    from herald.organizations.service import revoke_key
+
+    revoked = asyncio.run(_with_session(settings, lambda session: revoke_key(session, args.key)))
+    print("revoked" if revoked else "no such active key", file=sys.stderr)
+    return 0 if revoked else 1
+
+
+def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from herald.app import create_app
+
+    settings = load_settings(host=args.host, port=args.port, run_worker=not args.no_worker)
+    app = create_app(settings)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        proxy_headers=True,
+        server_header=False,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="herald", description="Herald notification service")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run the HTTP API (and the in-process worker)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=3000)
+    serve.add_argument("--no-worker", action="store_true", help="do not run the worker in this process")
+    serve.set_defaults(handler=cmd_serve)
+
+    migrate = commands.add_parser("migrate", help="create or upgrade the database schema")
+    migrate.set_defaults(handler=cmd_migrate)
+
+    boot = commands.add_parser("bootstrap", help="create the organization, its environments and API keys")
+    boot.add_argument("--json", action="store_true", help="print the result as JSON")
+    boot.add_argument("--announce", action="store_true", help=argparse.SUPPRESS)
+    boot.set_defaults(handler=cmd_bootstrap)
+
+    keys = commands.add_parser("keys", help="manage API keys")
+    key_commands = keys.add_subparsers(dest="keys_command", required=True)
+    create = key_commands.add_parser("create", help="create an API key for an environment")
+    create.add_argument("--environment", required=True, help="environment name, e.g. Development")
+    create.set_defaults(handler=cmd_keys_create)
+    revoke = key_commands.add_parser("revoke", help="revoke an API key")
+    revoke.add_argument("key")
+    revoke.set_defaults(handler=cmd_keys_revoke)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    settings = load_settings()
+    _configure_logging(settings.log_level)
+    return int(args.handler(settings, args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

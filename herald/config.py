@@ -1,0 +1,92 @@
+"""Settings, read once from the environment.
+
+Every setting has a default that works on a fresh machine: data lives in
+``./.herald`` and the store is a SQLite file there. Production deployments set
+``HERALD_DATABASE_URL`` to a PostgreSQL URL and ``HERALD_SECRET_KEY``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+logger = logging.getLogger("herald.config")
+
+SECRET_KEY_FILE = "secret.key"
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path
+    database_url: str
+    secret_key: str
+    host: str = "127.0.0.1"
+    port: int = 3000
+    # Pool size per process for PostgreSQL; SQLite ignores it.
+    database_pool_size: int = 10
+    # How long a resolved API key is trusted before it is looked up again.
+    api_key_cache_seconds: float = 30.0
+    # Bodies larger than these are refused with 413 (Novu's limits).
+    max_body_bytes: int = 100 * 1024
+    max_event_body_bytes: int = 20 * 1024 * 1024
+    idempotency_ttl_seconds: int = 24 * 3600
+    # A claim older than this is treated as abandoned (the process died).
+    idempotency_lock_seconds: int = 300
+    log_level: str = "INFO"
+    # Run the job worker inside the API process (``herald serve`` without --no-worker).
+    run_worker: bool = False
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+def _load_or_create_secret_key(data_dir: Path) -> str:
+    """Return the key that encrypts integration secrets.
+
+    Without ``HERALD_SECRET_KEY`` a random key is generated once into the data
+    folder, so a single-machine install works out of the box; losing that file
+    makes stored secrets unreadable, hence the warning.
+    """
+    path = data_dir / SECRET_KEY_FILE
+    if path.exists():
+        return path.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(32)
+    path.write_text(key + "\n")
+    path.chmod(0o600)
+    logger.warning(
+        "HERALD_SECRET_KEY is not set: generated a new key into %s. Back it up or set "
+        "HERALD_SECRET_KEY; integration secrets cannot be read without it.",
+        path,
+    )
+    return key
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings from the environment, with explicit overrides winning."""
+    env = os.environ
+    data_dir = Path(str(overrides.pop("data_dir", None) or env.get("HERALD_DATA_DIR") or ".herald")).resolve()
+    database_url = str(
+        overrides.pop("database_url", None)
+        or env.get("HERALD_DATABASE_URL")
+        or f"sqlite:///{data_dir / 'herald.db'}"
+    )
+    secret_key = overrides.pop("secret_key", None) or env.get("HERALD_SECRET_KEY")
+    if not secret_key:
+        secret_key = _load_or_create_secret_key(data_dir)
+    values: dict[str, object] = {
+        "data_dir": data_dir,
+        "database_url": database_url,
+        "secret_key": str(secret_key),
+        "host": env.get("HERALD_HOST", "127.0.0.1"),
+        "port": int(env.get("HERALD_PORT", "3000")),
+        "database_pool_size": int(env.get("HERALD_DATABASE_POOL_SIZE", "10")),
+        "log_level": env.get("HERALD_LOG_LEVEL", "INFO"),
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]

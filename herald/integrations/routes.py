@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from herald.integrations import service
+from herald.integrations.schemas import CreateIntegrationRequest, Integration, UpdateIntegrationRequest
+from herald.kit.auth import PrincipalDep
+from herald.kit.crypto import SecretBox
+from herald.kit.db import SessionDep
+from herald.kit.schemas import ERROR_RESPONSES, DataResponse
+
+router = APIRouter(prefix="/v1/integrations", tags=["Integrations"], responses=ERROR_RESPONSES)
+
+
+def _box(request: Request) -> SecretBox:
+    return request.app.state.secret_box
+
+
+@router.post("", status_code=201, response_model=DataResponse[Integration], summary="Create an integration")
+async def create_integration(
+    body: CreateIntegrationRequest, request: Request, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[Integration]:
+    integration = await service.create_integration(session, principal, _box(request), body)
+    return DataResponse(data=service.to_schema(integration, _box(request)))
+
+
+@router.get("", response_model=DataResponse[list[Integration]], summary="List the organization's integrations")
+async def list_integrations(request: Request, session: SessionDep, principal: PrincipalDep) -> DataResponse[list[Integration]]:
+    rows = await service.list_integrations(session, principal, active_only=False)
+    return DataResponse(data=[service.to_schema(row, _box(request)) for row in rows])
+
+
+@router.get("/active", response_model=DataResponse[list[Integration]], summary="List active integrations")
+async def list_active_integrations(
+    request: Request, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[list[Integration]]:
+    """The active, non-deleted integrations of every environment of the caller's organization."""
+    rows = await service.list_integrations(session, principal, active_only=True)
+    return DataResponse(data=[service.to_schema(row, _box(request)) for row in rows])
+
+
+@router.put("/{integrationId}", response_model=DataResponse[Integration], summary="Update an integration")
+async def update_integration(
+    integrationId: str, body: UpdateIntegrationRequest, request: Request, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[Integration]:
+    integration = await service.update_integration(session, principal, _box(request), integrationId, body)
+    return DataResponse(data=service.to_schema(integration, _box(request)))
+
+
+@router.delete("/{integrationId}", response_model=DataResponse[list[Integration]], summary="Delete an integration")
+async def delete_integration(
+    integrationId: str, request: Request, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[list[Integration]]:
+    rows = await service.delete_integration(session, principal, integrationId)
+    return DataResponse(data=[service.to_schema(row, _box(request)) for row in rows])
+
+
+@router.post(
+    "/{integrationId}/set-primary",
+    status_code=201,
+    response_model=DataResponse[Integration],
+    summary="Set an integration as primary",
+)
+async def set_integration_as_primary(
+    integrationId: str, request: Request, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[Integration]:
+    integration = await service.set_primary(session, principal, integrationId)
+    return DataResponse(data=service.to_schema(integration, _box(request)))

@@ -1,0 +1,206 @@
+"""Integration use cases.
+
+Primary and priority follow Novu: the primary of a channel is the one that
+delivers email and sms; priorities order the active integrations of a channel
+(the primary highest). Herald lets every channel have a primary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.integrations.repository import IntegrationRepository
+from herald.integrations.schemas import CreateIntegrationRequest, Integration as IntegrationSchema
+from herald.integrations.schemas import UpdateIntegrationRequest
+from herald.kit.auth import Principal
+from herald.kit.crypto import SecretBox
+from herald.kit.errors import BadRequestError, ConflictError, NotFoundError
+from herald.kit.ids import short_id
+from herald.kit.schemas import compact
+from herald.kit.text import slugify
+from herald.kit.time import isoformat, utcnow
+from herald.models import Integration
+
+# Channels where a new active integration takes part in primary selection on
+# creation (Novu's CHANNELS_WITH_PRIMARY).
+AUTO_PRIMARY_CHANNELS = frozenset({"email", "sms"})
+
+
+def display_name(provider_id: str) -> str:
+    return " ".join(part.capitalize() for part in provider_id.replace("_", "-").split("-")) or provider_id
+
+
+def to_schema(integration: Integration, box: SecretBox) -> IntegrationSchema:
+    return IntegrationSchema.model_validate(
+        compact({
+            "_id": integration.id,
+            "_environmentId": integration.environment_id,
+            "_organizationId": integration.organization_id,
+            "name": integration.name,
+            "identifier": integration.identifier,
+            "providerId": integration.provider_id,
+            "channel": integration.channel,
+            "credentials": box.open_credentials(integration.credentials),
+            "configurations": integration.configurations,
+            "active": integration.active,
+            "deleted": integration.deleted,
+            "deletedAt": isoformat(integration.deleted_at),
+            "deletedBy": integration.deleted_by,
+            "primary": integration.primary,
+            "conditions": integration.conditions or [],
+            "priority": integration.priority,
+            "createdAt": isoformat(integration.created_at),
+            "updatedAt": isoformat(integration.updated_at),
+        })
+    )
+
+
+def _dump(model: object | None) -> dict | None:
+    if model is None:
+        return None
+    return model.model_dump(by_alias=True, exclude_none=True)  # type: ignore[attr-defined]
+
+
+async def _require(repository: IntegrationRepository, principal: Principal, integration_id: str) -> Integration:
+    integration = await repository.get(principal.environment_id, integration_id)
+    if integration is None:
+        raise NotFoundError(f"Integration with id {integration_id} not found")
+    return integration
+
+
+async def create_integration(
+    session: AsyncSession, principal: Principal, box: SecretBox, request: CreateIntegrationRequest
+) -> Integration:
+    repository = IntegrationRepository(session)
+    name = request.name or display_name(request.providerId)
+    if request.identifier is not None:
+        identifier = request.identifier
+        if await repository.identifier_taken(principal.environment_id, identifier):
+            raise ConflictError("Integration with identifier already exists")
+    else:
+        identifier = f"{slugify(name) or 'integration'}-{short_id()}"
+    integration = Integration(
+        environment_id=principal.environment_id,
+        organization_id=principal.organization_id,
+        provider_id=request.providerId,
+        channel=request.channel,
+        name=name,
+        identifier=identifier,
+        credentials=box.seal_credentials(_dump(request.credentials)),
+        configurations=_dump(request.configurations),
+        conditions=[_dump(item) for item in request.conditions or []],
+        active=request.active,
+        primary=False,
+        priority=0,
+    )
+    if integration.active and integration.channel in AUTO_PRIMARY_CHANNELS:
+        await _place_newly_active(repository, integration, make_primary_if_none=True)
+    repository.add(integration)
+    await session.flush()
+    return integration
+
+
+async def _place_newly_active(
+    repository: IntegrationRepository, integration: Integration, *, make_primary_if_none: bool
+) -> None:
+    """Give an integration that just became active its priority (and primary, if none)."""
+    others = [i for i in await repository.active_of_channel(integration.environment_id, integration.channel, for_update=True) if i.id != integration.id]
+    highest = others[0] if others else None
+    if highest is not None and highest.primary:
+        # The primary stays on top; the newcomer takes its old place.
+        integration.priority = highest.priority
+        highest.priority += 1
+    else:
+        integration.priority = highest.priority + 1 if highest else 1
+        integration.primary = make_primary_if_none
+
+
+async def _recalculate_priorities(repository: IntegrationRepository, environment_id: str, channel: str, first: Integration | None = None) -> None:
+    ordered = [i for i in await repository.active_of_channel(environment_id, channel) if first is None or i.id != first.id]
+    if first is not None:
+        ordered.insert(0, first)
+    for index, item in enumerate(ordered):
+        item.priority = len(ordered) - index
+
+
+async def list_integrations(session: AsyncSession, principal: Principal, *, active_only: bool) -> Sequence[Integration]:
+    return await IntegrationRepository(session).list_for_organization(principal.organization_id, active_only=active_only)
+
+
+async def update_integration(
+    session: AsyncSession, principal: Principal, box: SecretBox, integration_id: str, request: UpdateIntegrationRequest
+) -> Integration:
+    repository = IntegrationRepository(session)
+    integration = await _require(repository, principal, integration_id)
+    given = request.model_fields_set - {"check"}
+    if not given:
+        raise BadRequestError("No properties found for update")
+    if request.identifier is not None and request.identifier != integration.identifier:
+        if await repository.identifier_taken(principal.environment_id, request.identifier, excluding_id=integration.id):
+            raise ConflictError("Integration with identifier already exists")
+        integration.identifier = request.identifier
+    if request.name is not None:
+        integration.name = request.name
+    if "credentials" in given:
+        integration.credentials = box.seal_credentials(_dump(request.credentials))
+    if "configurations" in given:
+        integration.configurations = _dump(request.configurations)
+    if "conditions" in given:
+        integration.conditions = [_dump(item) for item in request.conditions or []]
+        if integration.conditions and integration.primary:
+            # A primary is unconditional by definition; conditional ones are chosen by their conditions.
+            integration.primary = False
+    if request.active is not None and request.active != integration.active:
+        integration.active = request.active
+        if request.active:
+            await _place_newly_active(repository, integration, make_primary_if_none=False)
+        else:
+            integration.primary = False
+            integration.priority = 0
+            await session.flush()
+            await _recalculate_priorities(repository, integration.environment_id, integration.channel)
+    integration.updated_at = utcnow()
+    await session.flush()
+    return integration
+
+
+async def delete_integration(session: AsyncSession, principal: Principal, integration_id: str) -> Sequence[Integration]:
+    """Soft-delete; answers with the environment's remaining integrations, as Novu does."""
+    repository = IntegrationRepository(session)
+    integration = await _require(repository, principal, integration_id)
+    integration.deleted = True
+    integration.deleted_at = utcnow()
+    integration.deleted_by = principal.api_key_id
+    integration.active = False
+    integration.primary = False
+    integration.priority = 0
+    await session.flush()
+    await _recalculate_priorities(repository, integration.environment_id, integration.channel)
+    await session.flush()
+    return await repository.list_for_environment(principal.environment_id)
+
+
+async def set_primary(session: AsyncSession, principal: Principal, integration_id: str) -> Integration:
+    """Make an integration the one primary of its channel in its environment.
+
+    The other integrations of the channel lose primary and stay active; this
+    one is made active; its conditions are cleared (a primary applies
+    unconditionally) and priorities are renumbered with it on top.
+    """
+    repository = IntegrationRepository(session)
+    integration = await _require(repository, principal, integration_id)
+    if integration.primary and integration.active:
+        return integration
+    # Lock the channel's active rows so two concurrent set-primary calls serialize.
+    await repository.active_of_channel(integration.environment_id, integration.channel, for_update=True)
+    await repository.demote_primaries(integration.environment_id, integration.channel, except_id=integration.id)
+    integration.active = True
+    integration.primary = True
+    integration.conditions = []
+    integration.updated_at = utcnow()
+    await session.flush()
+    await _recalculate_priorities(repository, integration.environment_id, integration.channel, first=integration)
+    await session.flush()
+    return integration

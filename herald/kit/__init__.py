@@ -1,0 +1,1 @@
+"""Shared plumbing: database sessions, auth, errors, idempotency, pagination, ids."""

@@ -1,0 +1,71 @@
+"""Small ASGI helpers shared by the middlewares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.types import Message, Receive, Scope, Send
+
+from herald.kit.errors import error_body
+from herald.kit.responses import dumps
+
+
+def replay_receive(body: bytes, receive: Receive) -> Receive:
+    """A receive callable that hands out an already-read body, then defers to the real one."""
+    sent = False
+
+    async def _receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return _receive
+
+
+async def read_body(receive: Receive, limit: int | None = None) -> bytes | None:
+    """The whole request body, or None when it grows past ``limit``."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if limit is not None and size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def send_json(
+    send: Send, status: int, content: Any, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    body = dumps(content)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_error(scope: Scope, send: Send, status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    await send_json(send, status, error_body(status, scope.get("path", ""), message), headers)
+
+
+def header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", ()):
+        if key == name:
+            return value.decode("latin-1")
+    return None

@@ -1,0 +1,107 @@
+"""Database engines and the request session.
+
+URLs are accepted in their plain form (``sqlite:///path``,
+``postgresql://...``) and mapped to the async drivers. SQLite runs in WAL mode
+and every transaction starts with ``BEGIN IMMEDIATE``: writers queue on the
+busy timeout instead of failing when a read transaction tries to upgrade.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def async_url(url: str) -> str:
+    """Map a plain database URL to its async driver."""
+    parsed = make_url(url)
+    driver = parsed.drivername
+    if driver in ("sqlite", "sqlite+pysqlite"):
+        parsed = parsed.set(drivername="sqlite+aiosqlite")
+    elif driver in ("postgresql", "postgres", "postgresql+psycopg2", "postgresql+psycopg"):
+        parsed = parsed.set(drivername="postgresql+asyncpg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def sync_url(url: str) -> str:
+    """The same database for synchronous tools (Alembic offline, CLI checks)."""
+    parsed = make_url(async_url(url))
+    if parsed.drivername == "sqlite+aiosqlite":
+        parsed = parsed.set(drivername="sqlite")
+    return parsed.render_as_string(hide_password=False)
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy, not the driver, decide when transactions begin.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def create_engine(url: str, *, pool_size: int = 10, **kwargs: Any) -> AsyncEngine:
+    target = async_url(url)
+    if target.startswith("sqlite"):
+        path = make_url(target).database
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_async_engine(target, **kwargs)
+        _configure_sqlite(engine)
+        return engine
+    return create_async_engine(
+        target,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        **kwargs,
+    )
+
+
+def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+    # Objects stay readable after commit: responses are shaped from them.
+    return async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+
+
+async def session_scope(maker: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
+    """One transaction: committed when the block ends cleanly, rolled back otherwise."""
+    async with maker() as session:
+        try:
+            yield session
+            await session.commit()
+        except BaseException:
+            await session.rollback()
+            raise
+
+
+async def get_db_session(request: Request) -> AsyncIterator[AsyncSession]:
+    """The request's session: one transaction, committed when the handler returns.
+
+    Services never commit; a handler that raises rolls everything back, so a
+    request's writes land together or not at all.
+    """
+    maker: async_sessionmaker[AsyncSession] = request.app.state.sessionmaker
+    async for session in session_scope(maker):
+        yield session
+
+
+# ``scope="function"`` runs the commit as soon as the handler returns, before
+# the response is sent: a client that sees 201 can rely on the write.
+SessionDep = Annotated[AsyncSession, Depends(get_db_session, scope="function")]

@@ -1,0 +1,270 @@
+"""The ``idempotency-key`` header on POST and PATCH.
+
+The first request with a key claims it with an insert on the primary key
+(organization, key) and runs; its answer is stored for 24 hours and replayed
+to repeats with ``Idempotency-Replay: true``. Because the claim is a unique
+insert, two copies racing each other cannot both run: the loser gets 409 with
+``Retry-After: 1`` (the official SDKs retry 409). A repeat with another body is
+refused with 422. A claim whose request died is taken over after
+``idempotency_lock_seconds``; a 5xx answer releases the claim so that the
+caller's retry can succeed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import delete, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from herald.kit.asgi import header, read_body, replay_receive, send_error
+from herald.kit.auth import ApiKeyResolver, parse_authorization
+from herald.kit.errors import UnauthorizedError
+from herald.kit.time import utcnow
+from herald.models import IdempotencyRecord
+
+logger = logging.getLogger("herald.idempotency")
+
+HEADER = b"idempotency-key"
+METHODS = {"POST", "PATCH"}
+MAX_KEY_LENGTH = 255
+IN_PROGRESS = "in_progress"
+DONE = "done"
+
+
+@dataclass
+class Claim:
+    """The outcome of claiming a key: we own it, or the stored record says what to do."""
+
+    owned: bool
+    record: IdempotencyRecord | None = None
+
+
+class IdempotencyRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def claim(
+        self, organization_id: str, key: str, body_hash: str, ttl_seconds: int, lock_seconds: int
+    ) -> Claim:
+        now = utcnow()
+        values = {
+            "organization_id": organization_id,
+            "key": key,
+            "body_hash": body_hash,
+            "status": IN_PROGRESS,
+            "created_at": now,
+            "expires_at": now + timedelta(seconds=ttl_seconds),
+        }
+        insert = pg_insert if self.session.bind.dialect.name == "postgresql" else sqlite_insert
+        result = await self.session.execute(
+            insert(IdempotencyRecord).values(**values).on_conflict_do_nothing()
+        )
+        if result.rowcount:  # type: ignore[attr-defined]
+            return Claim(owned=True)
+        # Take over a record that expired or whose request died while running.
+        taken = await self.session.execute(
+            update(IdempotencyRecord)
+            .where(
+                IdempotencyRecord.organization_id == organization_id,
+                IdempotencyRecord.key == key,
+                or_(
+                    IdempotencyRecord.expires_at < now,
+                    (IdempotencyRecord.status == IN_PROGRESS)
+                    & (IdempotencyRecord.created_at < now - timedelta(seconds=lock_seconds)),
+                ),
+            )
+            .values(**values, status_code=None, response_body=None, content_type=None)
+        )
+        if taken.rowcount:  # type: ignore[attr-defined]
+            return Claim(owned=True)
+        record = await self.session.get(IdempotencyRecord, (organization_id, key))
+        return Claim(owned=False, record=record)
+
+    async def complete(
+        self, organization_id: str, key: str, status_code: int, body: bytes, content_type: str | None
+    ) -> None:
+        await self.session.execute(
+            update(IdempotencyRecord)
+            .where(IdempotencyRecord.organization_id == organization_id, IdempotencyRecord.key == key)
+            .values(
+                status=DONE,
+                status_code=status_code,
+                response_body=body.decode("utf-8", "replace"),
+                content_type=content_type,
+            )
+        )
+
+    async def release(self, organization_id: str, key: str) -> None:
+        await self.session.execute(
+            delete(IdempotencyRecord).where(
+                IdempotencyRecord.organization_id == organization_id,
+                IdempotencyRecord.key == key,
+                IdempotencyRecord.status == IN_PROGRESS,
+            )
+        )
+
+    async def purge_expired(self) -> int:
+        result = await self.session.execute(
+            delete(IdempotencyRecord).where(IdempotencyRecord.expires_at < utcnow())
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+    async def get(self, organization_id: str, key: str) -> IdempotencyRecord | None:
+        result = await self.session.execute(
+            select(IdempotencyRecord).where(
+                IdempotencyRecord.organization_id == organization_id, IdempotencyRecord.key == key
+            )
+        )
+        return result.scalar_one_or_none()
+
+
+class IdempotencyMiddleware:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        api_keys: ApiKeyResolver,
+        ttl_seconds: int,
+        lock_seconds: int,
+    ) -> None:
+        self.app = app
+        self.sessionmaker = sessionmaker
+        self.api_keys = api_keys
+        self.ttl_seconds = ttl_seconds
+        self.lock_seconds = lock_seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in METHODS:
+            await self.app(scope, receive, send)
+            return
+        key = header(scope, HEADER)
+        if key is None:
+            await self.app(scope, receive, send)
+            return
+        key_header = [(b"idempotency-key", key.encode("latin-1"))]
+        if len(key) > MAX_KEY_LENGTH:
+            await send_error(
+                scope,
+                send,
+                400,
+                f'idempotencyKey "{key}" has exceeded the maximum allowed length of {MAX_KEY_LENGTH} characters',
+            )
+            return
+        try:
+            principal = await self.api_keys.resolve(parse_authorization(header(scope, b"authorization")))
+        except UnauthorizedError:
+            principal = None
+        if principal is None:
+            # Let the route answer 401 in the usual way; nothing is claimed.
+            await self.app(scope, receive, send)
+            return
+
+        body = await read_body(receive) or b""
+        body_hash = hashlib.sha256(body).hexdigest()
+        organization_id = principal.organization_id
+        async with self.sessionmaker() as session, session.begin():
+            claim = await IdempotencyRepository(session).claim(
+                organization_id, key, body_hash, self.ttl_seconds, self.lock_seconds
+            )
+        if not claim.owned:
+            await self._answer_repeat(scope, send, key, body_hash, claim.record, key_header)
+            return
+
+        captured = _CapturedResponse()
+        try:
+            await self.app(scope, replay_receive(body, receive), captured.send)
+        except BaseException:
+            await self._release(organization_id, key)
+            raise
+        if captured.status is None or captured.status >= 500:
+            await self._release(organization_id, key)
+        else:
+            async with self.sessionmaker() as session, session.begin():
+                await IdempotencyRepository(session).complete(
+                    organization_id, key, captured.status, captured.body, captured.content_type
+                )
+        await captured.forward(send, key_header)
+
+    async def _release(self, organization_id: str, key: str) -> None:
+        try:
+            async with self.sessionmaker() as session, session.begin():
+                await IdempotencyRepository(session).release(organization_id, key)
+        except Exception:  # the claim then expires after lock_seconds
+            logger.exception("could not release idempotency key %s", key)
+
+    async def _answer_repeat(
+        self,
+        scope: Scope,
+        send: Send,
+        key: str,
+        body_hash: str,
+        record: IdempotencyRecord | None,
+        key_header: list[tuple[bytes, bytes]],
+    ) -> None:
+        if record is None or record.status == IN_PROGRESS:
+            await send_error(
+                scope,
+                send,
+                409,
+                f'Request with key "{key}" is currently being processed. Please retry after 1 second',
+                [*key_header, (b"retry-after", b"1")],
+            )
+            return
+        if record.body_hash != body_hash:
+            await send_error(
+                scope, send, 422, f'Request with key "{key}" is being reused for a different body', key_header
+            )
+            return
+        body = (record.response_body or "").encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": record.status_code or 200,
+                "headers": [
+                    (b"content-type", (record.content_type or "application/json").encode("latin-1")),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"idempotency-replay", b"true"),
+                    *key_header,
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+class _CapturedResponse:
+    """Buffers the inner app's answer so it can be stored before the client sees it."""
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.chunks: list[bytes] = []
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.headers = list(message.get("headers", []))
+        elif message["type"] == "http.response.body":
+            self.chunks.append(message.get("body", b""))
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.chunks)
+
+    @property
+    def content_type(self) -> str | None:
+        for name, value in self.headers:
+            if name.lower() == b"content-type":
+                return value.decode("latin-1")
+        return None
+
+    async def forward(self, send: Send, extra_headers: list[tuple[bytes, bytes]]) -> None:
+        await send({"type": "http.response.start", "status": self.status or 500, "headers": [*self.headers, *extra_headers]})
+        await send({"type": "http.response.body", "body": self.body})

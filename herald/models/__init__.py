@@ -1,0 +1,29 @@
+"""SQLAlchemy tables: one schema for SQLite and PostgreSQL."""
+
+from herald.models.base import Base
+from herald.models.event import Event, ExecutionDetail, Job, Notification
+from herald.models.integration import Integration
+from herald.models.message import IdempotencyRecord, Message
+from herald.models.organization import ApiKey, Environment, NotificationGroup, Organization
+from herald.models.subscriber import Subscriber, Tenant, Topic, TopicSubscriber
+from herald.models.workflow import Workflow
+
+__all__ = [
+    "ApiKey",
+    "Base",
+    "Environment",
+    "Event",
+    "ExecutionDetail",
+    "IdempotencyRecord",
+    "Integration",
+    "Job",
+    "Message",
+    "Notification",
+    "NotificationGroup",
+    "Organization",
+    "Subscriber",
+    "Tenant",
+    "Topic",
+    "TopicSubscriber",
+    "Workflow",
+]

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Index, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from herald.kit.time import utcnow
+from herald.models.base import ID, Base, EnvironmentScopedMixin, IdMixin, TimestampMixin
+
+
+class Event(IdMixin, EnvironmentScopedMixin, Base):
+    """A trigger as accepted: what the caller sent, recorded before the answer.
+
+    The unique index on (environment, transactionId) is what makes a repeated
+    transactionId run once, even when two requests race.
+    """
+
+    __tablename__ = "events"
+    __table_args__ = (
+        Index("uq_events_environment_transaction", "environment_id", "transaction_id", unique=True),
+    )
+
+    transaction_id: Mapped[str] = mapped_column(String(255))
+    workflow_id: Mapped[str] = mapped_column(ID)
+    trigger_identifier: Mapped[str] = mapped_column(String(300))
+    # "trigger" addresses ``recipients``; "broadcast" every subscriber.
+    kind: Mapped[str] = mapped_column(String(16), default="trigger")
+    recipients: Mapped[list[Any]] = mapped_column(default=list)
+    payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    overrides: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    actor: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    tenant: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    context: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    # Recipients refused at acceptance, with why: kept, never silently dropped.
+    rejected_recipients: Mapped[list[Any]] = mapped_column(default=list)
+    status: Mapped[str] = mapped_column(String(32), default="accepted")
+    error_text: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Notification(IdMixin, EnvironmentScopedMixin, Base):
+    """One run of a workflow for one subscriber."""
+
+    __tablename__ = "notifications"
+    __table_args__ = (
+        Index("ix_notifications_environment_created", "environment_id", "created_at"),
+        Index("ix_notifications_environment_transaction", "environment_id", "transaction_id"),
+        Index("uq_notifications_event_subscriber", "event_id", "subscriber_id", unique=True),
+    )
+
+    event_id: Mapped[str] = mapped_column(ID)
+    workflow_id: Mapped[str] = mapped_column(ID)
+    subscriber_id: Mapped[str] = mapped_column(ID)
+    transaction_id: Mapped[str] = mapped_column(String(255))
+    channels: Mapped[list[Any]] = mapped_column(default=list)
+    to: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Job(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
+    """A unit of work for the engine, claimed with a lease.
+
+    ``kind`` is "event" (expand an accepted trigger into notifications) or
+    "step" (run one workflow step for one subscriber).
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        Index("ix_jobs_status_run_at", "status", "run_at"),
+        Index("ix_jobs_environment_transaction", "environment_id", "transaction_id"),
+        Index("ix_jobs_notification", "notification_id"),
+    )
+
+    kind: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    event_id: Mapped[str] = mapped_column(ID)
+    transaction_id: Mapped[str] = mapped_column(String(255))
+    workflow_id: Mapped[str | None] = mapped_column(ID, default=None)
+    notification_id: Mapped[str | None] = mapped_column(ID, default=None)
+    subscriber_id: Mapped[str | None] = mapped_column(ID, default=None)
+    parent_id: Mapped[str | None] = mapped_column(ID, default=None)
+    step_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    step_type: Mapped[str | None] = mapped_column(String(32), default=None)
+    step_index: Mapped[int | None] = mapped_column(Integer, default=None)
+    run_at: Mapped[datetime] = mapped_column(default=utcnow)
+    attempts: Mapped[int] = mapped_column(default=0)
+    max_attempts: Mapped[int] = mapped_column(default=5)
+    locked_until: Mapped[datetime | None] = mapped_column(default=None)
+    locked_by: Mapped[str | None] = mapped_column(String(100), default=None)
+    data: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    result: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    error_text: Mapped[str | None] = mapped_column(Text, default=None)
+
+
+class ExecutionDetail(IdMixin, EnvironmentScopedMixin, Base):
+    """What happened to a job, step by step: the activity feed's evidence."""
+
+    __tablename__ = "execution_details"
+    __table_args__ = (
+        Index("ix_execution_details_notification", "notification_id"),
+        Index("ix_execution_details_job", "job_id"),
+    )
+
+    job_id: Mapped[str | None] = mapped_column(ID, default=None)
+    notification_id: Mapped[str | None] = mapped_column(ID, default=None)
+    subscriber_id: Mapped[str | None] = mapped_column(ID, default=None)
+    transaction_id: Mapped[str] = mapped_column(String(255))
+    channel: Mapped[str | None] = mapped_column(String(32), default=None)
+    provider_id: Mapped[str | None] = mapped_column(String(100), default=None)
+    status: Mapped[str] = mapped_column(String(16))
+    detail: Mapped[str] = mapped_column(Text)
+    source: Mapped[str] = mapped_column(String(16), default="Internal")
+    raw: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    is_retry: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Index, String, Text, false
+from sqlalchemy.orm import Mapped, mapped_column
+
+from herald.models.base import ID, Base, EnvironmentScopedMixin, IdMixin, JSONType, TimestampMixin
+
+
+class Message(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
+    """A message produced by a channel step (the in-app inbox entry, an email...)."""
+
+    __tablename__ = "messages"
+    __table_args__ = (
+        Index("ix_messages_subscriber_channel_created", "subscriber_id", "channel", "created_at"),
+        Index("ix_messages_environment_transaction", "environment_id", "transaction_id"),
+        # A retried step finds the message it already made instead of making another.
+        Index("uq_messages_job", "job_id", unique=True),
+    )
+
+    notification_id: Mapped[str] = mapped_column(ID)
+    subscriber_id: Mapped[str] = mapped_column(ID)
+    job_id: Mapped[str | None] = mapped_column(ID, default=None)
+    workflow_id: Mapped[str | None] = mapped_column(ID, default=None)
+    message_template_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    template_identifier: Mapped[str | None] = mapped_column(String(300), default=None)
+    transaction_id: Mapped[str] = mapped_column(String(255))
+    channel: Mapped[str] = mapped_column(String(16))
+    subject: Mapped[str | None] = mapped_column(Text, default=None)
+    title: Mapped[str | None] = mapped_column(Text, default=None)
+    # A string, or a list of EmailBlock objects.
+    content: Mapped[Any] = mapped_column(JSONType, default=None)
+    cta: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    overrides: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    email: Mapped[str | None] = mapped_column(String(320), default=None)
+    phone: Mapped[str | None] = mapped_column(String(64), default=None)
+    direct_webhook_url: Mapped[str | None] = mapped_column(String(2048), default=None)
+    provider_id: Mapped[str | None] = mapped_column(String(100), default=None)
+    device_tokens: Mapped[list[Any] | None] = mapped_column(default=None)
+    feed_id: Mapped[str | None] = mapped_column(ID, default=None)
+    status: Mapped[str] = mapped_column(String(16), default="sent")
+    error_id: Mapped[str | None] = mapped_column(String(100), default=None)
+    error_text: Mapped[str | None] = mapped_column(Text, default=None)
+    seen: Mapped[bool] = mapped_column(default=False, server_default=false())
+    read: Mapped[bool] = mapped_column(default=False, server_default=false())
+    last_seen_date: Mapped[datetime | None] = mapped_column(default=None)
+    last_read_date: Mapped[datetime | None] = mapped_column(default=None)
+    delivered_at: Mapped[list[Any]] = mapped_column(default=list)
+    snoozed_until: Mapped[datetime | None] = mapped_column(default=None)
+    context_keys: Mapped[list[Any]] = mapped_column(default=list)
+    # The provider's id for the sent message, once accepted.
+    provider_message_id: Mapped[str | None] = mapped_column(String(255), default=None)
+
+
+class IdempotencyRecord(Base):
+    """A claimed idempotency key and, once done, the answer to replay."""
+
+    __tablename__ = "idempotency_records"
+
+    organization_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    body_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))  # in_progress | done
+    status_code: Mapped[int | None] = mapped_column(default=None)
+    response_body: Mapped[str | None] = mapped_column(Text, default=None)
+    content_type: Mapped[str | None] = mapped_column(String(100), default=None)
+    created_at: Mapped[datetime] = mapped_column()
+    expires_at: Mapped[datetime] = mapped_column(index=True)

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import ForeignKey, Index, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from herald.kit.time import utcnow
+from herald.models.base import ID, Base, EnvironmentScopedMixin, IdMixin
+
+
+class Organization(IdMixin, Base):
+    __tablename__ = "organizations"
+
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Environment(IdMixin, Base):
+    __tablename__ = "environments"
+    __table_args__ = (Index("uq_environments_organization_name", "organization_id", "name", unique=True),)
+
+    organization_id: Mapped[str] = mapped_column(ID, ForeignKey("organizations.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(100))
+    # The public identifier an inbox client names the environment by.
+    identifier: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiKey(IdMixin, Base):
+    """An API key; only the sha256 of the key is kept."""
+
+    __tablename__ = "api_keys"
+
+    environment_id: Mapped[str] = mapped_column(ID, ForeignKey("environments.id", ondelete="CASCADE"))
+    organization_id: Mapped[str] = mapped_column(ID)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class NotificationGroup(IdMixin, EnvironmentScopedMixin, Base):
+    __tablename__ = "notification_groups"
+    __table_args__ = (Index("ix_notification_groups_environment", "environment_id", "name"),)
+
+    name: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

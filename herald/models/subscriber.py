@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Index, String, false
+from sqlalchemy.orm import Mapped, mapped_column
+
+from herald.models.base import ID, Base, EnvironmentScopedMixin, IdMixin, TimestampMixin
+
+
+class Subscriber(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
+    __tablename__ = "subscribers"
+    __table_args__ = (
+        Index("uq_subscribers_environment_subscriber", "environment_id", "subscriber_id", unique=True),
+    )
+
+    # The caller's identifier; ``id`` is Herald's internal one.
+    subscriber_id: Mapped[str] = mapped_column(String(255))
+    first_name: Mapped[str | None] = mapped_column(String(255), default=None)
+    last_name: Mapped[str | None] = mapped_column(String(255), default=None)
+    email: Mapped[str | None] = mapped_column(String(320), default=None)
+    phone: Mapped[str | None] = mapped_column(String(64), default=None)
+    avatar: Mapped[str | None] = mapped_column(String(2048), default=None)
+    locale: Mapped[str | None] = mapped_column(String(32), default=None)
+    timezone: Mapped[str | None] = mapped_column(String(64), default=None)
+    data: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    channels: Mapped[list[Any]] = mapped_column(default=list)
+    is_online: Mapped[bool | None] = mapped_column(default=None)
+    last_online_at: Mapped[datetime | None] = mapped_column(default=None)
+    deleted: Mapped[bool] = mapped_column(default=False, server_default=false())
+    version: Mapped[int] = mapped_column(default=0)
+
+
+class Topic(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
+    __tablename__ = "topics"
+    __table_args__ = (Index("uq_topics_environment_key", "environment_id", "key", unique=True),)
+
+    key: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str | None] = mapped_column(String(255), default=None)
+
+
+class TopicSubscriber(IdMixin, Base):
+    """Membership of a subscriber in a topic."""
+
+    __tablename__ = "topic_subscribers"
+    __table_args__ = (
+        Index("uq_topic_subscribers_topic_subscriber", "topic_id", "subscriber_id", unique=True),
+        Index("ix_topic_subscribers_subscriber", "subscriber_id"),
+    )
+
+    topic_id: Mapped[str] = mapped_column(ID)
+    environment_id: Mapped[str] = mapped_column(ID)
+    organization_id: Mapped[str] = mapped_column(ID)
+    subscriber_id: Mapped[str] = mapped_column(ID)
+    external_subscriber_id: Mapped[str] = mapped_column(String(255))
+    topic_key: Mapped[str] = mapped_column(String(255))
+
+
+class Tenant(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
+    __tablename__ = "tenants"
+    __table_args__ = (Index("uq_tenants_environment_identifier", "environment_id", "identifier", unique=True),)
+
+    identifier: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str | None] = mapped_column(String(255), default=None)
+    data: Mapped[dict[str, Any] | None] = mapped_column(default=None)

@@ -1,0 +1,1 @@
+"""Organizations, environments and API keys: the tenancy every request is scoped by."""

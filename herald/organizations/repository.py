@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.kit.time import utcnow
+from herald.models import ApiKey, Environment, NotificationGroup, Organization
+
+
+class OrganizationRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def first_organization(self) -> Organization | None:
+        result = await self.session.execute(select(Organization).order_by(Organization.created_at).limit(1))
+        return result.scalar_one_or_none()
+
+    async def list_environments(self, organization_id: str) -> list[Environment]:
+        result = await self.session.execute(
+            select(Environment).where(Environment.organization_id == organization_id).order_by(Environment.created_at)
+        )
+        return list(result.scalars())
+
+    async def get_environment_by_name(self, organization_id: str, name: str) -> Environment | None:
+        result = await self.session.execute(
+            select(Environment).where(Environment.organization_id == organization_id, Environment.name == name)
+        )
+        return result.scalar_one_or_none()
+
+    async def find_active_key(self, key_hash: str) -> ApiKey | None:
+        result = await self.session.execute(
+            select(ApiKey).where(ApiKey.key_hash == key_hash, ApiKey.revoked_at.is_(None))
+        )
+        return result.scalar_one_or_none()
+
+    async def revoke_key(self, key_hash: str) -> bool:
+        result = await self.session.execute(
+            update(ApiKey)
+            .where(ApiKey.key_hash == key_hash, ApiKey.revoked_at.is_(None))
+            .values(revoked_at=utcnow())
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def get_default_group(self, environment_id: str) -> NotificationGroup | None:
+        result = await self.session.execute(
+            select(NotificationGroup)
+            .where(NotificationGroup.environment_id == environment_id)
+            .order_by(NotificationGroup.created_at)
+            .limit(1)
+        )
+        return result.scalar_one_or_none()
+
+    async def get_group(self, environment_id: str, group_id: str) -> NotificationGroup | None:
+        result = await self.session.execute(
+            select(NotificationGroup).where(
+                NotificationGroup.environment_id == environment_id, NotificationGroup.id == group_id
+            )
+        )
+        return result.scalar_one_or_none()
+
+    def add(self, *rows: object) -> None:
+        self.session.add_all(rows)

@@ -1,0 +1,180 @@
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.conftest import Tenancy, assert_error
+from tests.fixtures.builders import create_integration
+
+SPEC_REQUIRED = {
+    "_environmentId",
+    "_organizationId",
+    "name",
+    "identifier",
+    "providerId",
+    "channel",
+    "credentials",
+    "active",
+    "deleted",
+    "primary",
+}
+
+
+async def test_create_integration_defaults_and_shape(api: httpx.AsyncClient, tenancy: Tenancy) -> None:
+    integration = await create_integration(api, name="My SendGrid")
+    assert SPEC_REQUIRED <= integration.keys()
+    assert integration["_environmentId"] == tenancy.environment_id
+    assert integration["_organizationId"] == tenancy.organization_id
+    assert integration["active"] is False
+    assert integration["primary"] is False
+    assert integration["deleted"] is False
+    assert integration["identifier"].startswith("my-sendgrid-")
+    assert integration["credentials"] == {"apiKey": "SG.secret"}
+    assert "deletedAt" not in integration
+
+
+async def test_credentials_secrets_are_encrypted_at_rest(api: httpx.AsyncClient, app) -> None:
+    from sqlalchemy import select
+
+    from herald.models import Integration
+
+    created = await create_integration(api, credentials={"apiKey": "SG.secret", "from": "a@b.co", "secure": True})
+    assert created["credentials"] == {"apiKey": "SG.secret", "from": "a@b.co", "secure": True}
+    async with app.state.sessionmaker() as session:
+        stored = (await session.execute(select(Integration).where(Integration.id == created["_id"]))).scalar_one()
+    assert stored.credentials["apiKey"] != "SG.secret"
+    assert stored.credentials["apiKey"].startswith("hsk1.")
+    assert stored.credentials["from"] == "a@b.co"
+
+
+async def test_first_active_email_integration_becomes_primary(api: httpx.AsyncClient) -> None:
+    first = await create_integration(api, active=True)
+    second = await create_integration(api, active=True, providerId="mailgun")
+    assert first["primary"] is True
+    assert second["primary"] is False
+    chat = await create_integration(api, active=True, channel="chat", providerId="slack")
+    assert chat["primary"] is False
+
+
+async def test_identifier_is_unique_per_environment(api: httpx.AsyncClient, production_api: httpx.AsyncClient) -> None:
+    await create_integration(api, identifier="mail")
+    response = await api.post("/v1/integrations", json={"providerId": "sendgrid", "channel": "email", "identifier": "mail"})
+    assert_error(response, 409, "Integration with identifier already exists")
+    # Another environment may use it.
+    await create_integration(production_api, identifier="mail")
+
+
+async def test_create_validates_channel(api: httpx.AsyncClient) -> None:
+    response = await api.post("/v1/integrations", json={"providerId": "sendgrid", "channel": "fax"})
+    body = assert_error(response, 422, "Validation Error")
+    assert "channel" in body["errors"]
+    assert body["errors"]["channel"]["value"] == "fax"
+
+
+async def test_set_primary_makes_it_the_only_primary(api: httpx.AsyncClient) -> None:
+    first = await create_integration(api, active=True)
+    second = await create_integration(api, providerId="mailgun", conditions=[{"children": []}])
+    response = await api.post(f"/v1/integrations/{second['_id']}/set-primary")
+    assert response.status_code == 201, response.text
+    promoted = response.json()["data"]
+    assert promoted["primary"] is True
+    assert promoted["active"] is True
+    assert promoted["conditions"] == []
+    assert SPEC_REQUIRED <= promoted.keys()
+    listed = {item["_id"]: item for item in (await api.get("/v1/integrations")).json()["data"]}
+    assert listed[first["_id"]]["primary"] is False
+    assert listed[first["_id"]]["active"] is True
+    assert listed[second["_id"]]["priority"] > listed[first["_id"]]["priority"]
+    primaries = [i for i in listed.values() if i["channel"] == "email" and i["primary"]]
+    assert [p["_id"] for p in primaries] == [second["_id"]]
+
+
+async def test_set_primary_works_on_every_channel_and_keeps_other_channels(api: httpx.AsyncClient) -> None:
+    email = await create_integration(api, active=True)
+    slack = await create_integration(api, channel="chat", providerId="slack")
+    response = await api.post(f"/v1/integrations/{slack['_id']}/set-primary")
+    assert response.status_code == 201
+    assert response.json()["data"]["primary"] is True
+    listed = {item["_id"]: item for item in (await api.get("/v1/integrations")).json()["data"]}
+    assert listed[email["_id"]]["primary"] is True
+
+
+async def test_set_primary_twice_is_stable(api: httpx.AsyncClient) -> None:
+    integration = await create_integration(api, active=True)
+    again = await api.post(f"/v1/integrations/{integration['_id']}/set-primary")
+    assert again.status_code == 201
+    assert again.json()["data"]["primary"] is True
+
+
+async def test_set_primary_unknown_or_foreign_id_is_404(
+    api: httpx.AsyncClient, production_api: httpx.AsyncClient, other_org_api: httpx.AsyncClient
+) -> None:
+    response = await api.post("/v1/integrations/000000000000000000000000/set-primary")
+    assert_error(response, 404, "Integration with id 000000000000000000000000 not found")
+    integration = await create_integration(api)
+    for client in (production_api, other_org_api):
+        response = await client.post(f"/v1/integrations/{integration['_id']}/set-primary")
+        assert_error(response, 404, f"Integration with id {integration['_id']} not found")
+
+
+async def test_list_active_spans_the_organization(
+    api: httpx.AsyncClient, production_api: httpx.AsyncClient, other_org_api: httpx.AsyncClient
+) -> None:
+    dev_active = await create_integration(api, active=True)
+    await create_integration(api, active=False, providerId="mailgun")
+    prod_active = await create_integration(production_api, active=True, channel="sms", providerId="twilio")
+    foreign = await create_integration(other_org_api, active=True)
+    response = await api.get("/v1/integrations/active")
+    assert response.status_code == 200
+    ids = [item["_id"] for item in response.json()["data"]]
+    assert ids == [dev_active["_id"], prod_active["_id"]]
+    assert foreign["_id"] not in ids
+    for item in response.json()["data"]:
+        assert SPEC_REQUIRED <= item.keys()
+        assert item["active"] is True
+
+
+async def test_update_integration(api: httpx.AsyncClient) -> None:
+    integration = await create_integration(api)
+    response = await api.put(
+        f"/v1/integrations/{integration['_id']}", json={"name": "Renamed", "credentials": {"apiKey": "new"}}
+    )
+    assert response.status_code == 200, response.text
+    updated = response.json()["data"]
+    assert updated["name"] == "Renamed"
+    assert updated["credentials"] == {"apiKey": "new"}
+    assert_error(await api.put(f"/v1/integrations/{integration['_id']}", json={}), 400, "No properties found for update")
+    assert_error(await api.put("/v1/integrations/000000000000000000000000", json={"name": "x"}), 404)
+
+
+async def test_deactivating_the_primary_clears_it(api: httpx.AsyncClient) -> None:
+    integration = await create_integration(api, active=True)
+    response = await api.put(f"/v1/integrations/{integration['_id']}", json={"active": False})
+    data = response.json()["data"]
+    assert data["active"] is False
+    assert data["primary"] is False
+
+
+async def test_delete_is_soft_and_hides_the_integration(api: httpx.AsyncClient, tenancy: Tenancy, app) -> None:
+    from sqlalchemy import select
+
+    from herald.models import Integration
+
+    keep = await create_integration(api)
+    gone = await create_integration(api, active=True, providerId="mailgun")
+    response = await api.delete(f"/v1/integrations/{gone['_id']}")
+    assert response.status_code == 200
+    assert [item["_id"] for item in response.json()["data"]] == [keep["_id"]]
+    listed = (await api.get("/v1/integrations")).json()["data"]
+    assert gone["_id"] not in [item["_id"] for item in listed]
+    async with app.state.sessionmaker() as session:
+        row = (await session.execute(select(Integration).where(Integration.id == gone["_id"]))).scalar_one()
+    assert row.deleted is True and row.deleted_at is not None and row.deleted_by
+    assert_error(await api.delete(f"/v1/integrations/{gone['_id']}"), 404)
+    # The identifier is free again.
+    await create_integration(api, identifier=gone["identifier"])
+
+
+@pytest.mark.parametrize("path", ["/v1/integrations", "/v1/integrations/active"])
+async def test_integration_routes_require_auth(anonymous: httpx.AsyncClient, path: str) -> None:
+    assert_error(await anonymous.get(path), 401, "Missing authorization header")

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Index, Integer, String, Text
+from sqlalchemy import Index, Integer, String, Text, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.kit.time import utcnow
@@ -27,6 +27,9 @@ class Event(IdMixin, EnvironmentScopedMixin, Base):
     trigger_identifier: Mapped[str] = mapped_column(String(300))
     # "trigger" addresses ``recipients``; "broadcast" every subscriber.
     kind: Mapped[str] = mapped_column(String(16), default="trigger")
+    # The workflow's steps as they were when the trigger was accepted: later
+    # edits of the workflow do not change a run already under way.
+    steps: Mapped[list[Any]] = mapped_column(default=list)
     recipients: Mapped[list[Any]] = mapped_column(default=list)
     payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
     overrides: Mapped[dict[str, Any]] = mapped_column(default=dict)
@@ -72,6 +75,19 @@ class Job(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
         Index("ix_jobs_status_run_at", "status", "run_at"),
         Index("ix_jobs_environment_transaction", "environment_id", "transaction_id"),
         Index("ix_jobs_notification", "notification_id"),
+        # One open digest per workflow step, subscriber and digest key: a second
+        # event racing to open one becomes a merge instead.
+        Index(
+            "uq_jobs_open_digest",
+            "workflow_id",
+            "step_id",
+            "subscriber_id",
+            "digest_key",
+            unique=True,
+            sqlite_where=text("status = 'delayed' AND step_type = 'digest'"),
+            postgresql_where=text("status = 'delayed' AND step_type = 'digest'"),
+        ),
+        Index("ix_jobs_merged_into", "merged_into"),
     )
 
     kind: Mapped[str] = mapped_column(String(16))
@@ -88,6 +104,8 @@ class Job(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     run_at: Mapped[datetime] = mapped_column(default=utcnow)
     attempts: Mapped[int] = mapped_column(default=0)
     max_attempts: Mapped[int] = mapped_column(default=5)
+    digest_key: Mapped[str | None] = mapped_column(String(255), default=None)
+    merged_into: Mapped[str | None] = mapped_column(ID, default=None)
     locked_until: Mapped[datetime | None] = mapped_column(default=None)
     locked_by: Mapped[str | None] = mapped_column(String(100), default=None)
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)

@@ -16,13 +16,15 @@ class Message(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     __table_args__ = (
         Index("ix_messages_subscriber_channel_created", "subscriber_id", "channel", "created_at"),
         Index("ix_messages_environment_transaction", "environment_id", "transaction_id"),
-        # A retried step finds the message it already made instead of making another.
-        Index("uq_messages_job", "job_id", unique=True),
+        # A retried step finds the message it already made instead of making another
+        # (chat and push make one message per subscriber channel, told apart by delivery_key).
+        Index("uq_messages_job_delivery", "job_id", "delivery_key", unique=True),
     )
 
     notification_id: Mapped[str] = mapped_column(ID)
     subscriber_id: Mapped[str] = mapped_column(ID)
     job_id: Mapped[str | None] = mapped_column(ID, default=None)
+    delivery_key: Mapped[str] = mapped_column(String(255), default="")
     workflow_id: Mapped[str | None] = mapped_column(ID, default=None)
     message_template_id: Mapped[str | None] = mapped_column(String(64), default=None)
     template_identifier: Mapped[str | None] = mapped_column(String(300), default=None)

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 01:02:02.393413
+Create Date: 2026-11-22
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def upgrade() -> None:
     sa.Column('workflow_id', sa.String(length=24), nullable=False),
     sa.Column('trigger_identifier', sa.String(length=300), nullable=False),
     sa.Column('kind', sa.String(length=16), nullable=False),
+    sa.Column('steps', sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), 'postgresql'), nullable=False),
     sa.Column('recipients', sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), 'postgresql'), nullable=False),
     sa.Column('payload', sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), 'postgresql'), nullable=False),
     sa.Column('overrides', sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), 'postgresql'), nullable=False),
@@ -120,6 +121,8 @@ def upgrade() -> None:
     sa.Column('run_at', herald.models.base.UTCDateTime(timezone=True), nullable=False),
     sa.Column('attempts', sa.Integer(), nullable=False),
     sa.Column('max_attempts', sa.Integer(), nullable=False),
+    sa.Column('digest_key', sa.String(length=255), nullable=True),
+    sa.Column('merged_into', sa.String(length=24), nullable=True),
     sa.Column('locked_until', herald.models.base.UTCDateTime(timezone=True), nullable=True),
     sa.Column('locked_by', sa.String(length=100), nullable=True),
     sa.Column('data', sa.JSON().with_variant(postgresql.JSONB(astext_type=Text()), 'postgresql'), nullable=False),
@@ -134,13 +137,16 @@ def upgrade() -> None:
     )
     with op.batch_alter_table('jobs', schema=None) as batch_op:
         batch_op.create_index('ix_jobs_environment_transaction', ['environment_id', 'transaction_id'], unique=False)
+        batch_op.create_index('ix_jobs_merged_into', ['merged_into'], unique=False)
         batch_op.create_index('ix_jobs_notification', ['notification_id'], unique=False)
         batch_op.create_index('ix_jobs_status_run_at', ['status', 'run_at'], unique=False)
+        batch_op.create_index('uq_jobs_open_digest', ['workflow_id', 'step_id', 'subscriber_id', 'digest_key'], unique=True, sqlite_where=sa.text("status = 'delayed' AND step_type = 'digest'"), postgresql_where=sa.text("status = 'delayed' AND step_type = 'digest'"))
 
     op.create_table('messages',
     sa.Column('notification_id', sa.String(length=24), nullable=False),
     sa.Column('subscriber_id', sa.String(length=24), nullable=False),
     sa.Column('job_id', sa.String(length=24), nullable=True),
+    sa.Column('delivery_key', sa.String(length=255), nullable=False),
     sa.Column('workflow_id', sa.String(length=24), nullable=True),
     sa.Column('message_template_id', sa.String(length=64), nullable=True),
     sa.Column('template_identifier', sa.String(length=300), nullable=True),
@@ -179,7 +185,7 @@ def upgrade() -> None:
     with op.batch_alter_table('messages', schema=None) as batch_op:
         batch_op.create_index('ix_messages_environment_transaction', ['environment_id', 'transaction_id'], unique=False)
         batch_op.create_index('ix_messages_subscriber_channel_created', ['subscriber_id', 'channel', 'created_at'], unique=False)
-        batch_op.create_index('uq_messages_job', ['job_id'], unique=True)
+        batch_op.create_index('uq_messages_job_delivery', ['job_id', 'delivery_key'], unique=True)
 
     op.create_table('notification_groups',
     sa.Column('name', sa.String(length=200), nullable=False),
@@ -376,14 +382,16 @@ def downgrade() -> None:
 
     op.drop_table('notification_groups')
     with op.batch_alter_table('messages', schema=None) as batch_op:
-        batch_op.drop_index('uq_messages_job')
+        batch_op.drop_index('uq_messages_job_delivery')
         batch_op.drop_index('ix_messages_subscriber_channel_created')
         batch_op.drop_index('ix_messages_environment_transaction')
 
     op.drop_table('messages')
     with op.batch_alter_table('jobs', schema=None) as batch_op:
+        batch_op.drop_index('uq_jobs_open_digest', sqlite_where=sa.text("status = 'delayed' AND step_type = 'digest'"), postgresql_where=sa.text("status = 'delayed' AND step_type = 'digest'"))
         batch_op.drop_index('ix_jobs_status_run_at')
         batch_op.drop_index('ix_jobs_notification')
+        batch_op.drop_index('ix_jobs_merged_into')
         batch_op.drop_index('ix_jobs_environment_transaction')
 
     op.drop_table('jobs')

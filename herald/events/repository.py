@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.kit.time import utcnow
+from herald.models import Event, Job
+
+
+class EventRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def record(self, event: Event, job: Job) -> bool:
+        """Write the event and the job that will expand it, or nothing.
+
+        Returns False when the transactionId is already used in the
+        environment: the unique index decides, so two racing requests cannot
+        both get through.
+        """
+        try:
+            async with self.session.begin_nested():
+                self.session.add_all([event, job])
+                await self.session.flush()
+        except IntegrityError:
+            return False
+        return True
+
+    async def cancel_pending(self, environment_id: str, transaction_id: str) -> int:
+        """Cancel the transaction's jobs that wait on a delay or a digest."""
+        result = await self.session.execute(
+            update(Job)
+            .where(
+                Job.environment_id == environment_id,
+                Job.transaction_id == transaction_id,
+                Job.status.in_(("delayed", "merged", "pending")),
+            )
+            .values(status="canceled", updated_at=utcnow())
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]

@@ -1,0 +1,69 @@
+"""Trigger request and response models (spec §4.4)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from herald.kit.schemas import RequestSchema, Schema, optional_field
+
+TriggerStatus = Literal[
+    "error",
+    "trigger_not_active",
+    "no_workflow_active_steps_defined",
+    "no_workflow_steps_defined",
+    "processed",
+    "no_tenant_found",
+    "invalid_recipients",
+]
+
+MAX_CONTEXT_KEYS = 5
+
+# Recipients are checked one by one by the trigger use case rather than by the
+# model: one bad recipient must not fail a request that names good ones.
+Recipient = str | dict[str, Any]
+
+
+class TriggerEventRequest(RequestSchema):
+    name: str = Field(min_length=1, max_length=300, description="Trigger identifier of the workflow")
+    to: Recipient | list[Recipient] = Field(
+        description=(
+            "A subscriberId, a subscriber object {subscriberId, email, ...}, a topic "
+            '{"type": "Topic", "topicKey": "..."}, or an array mixing them'
+        )
+    )
+    payload: dict[str, Any] = Field(default_factory=dict)
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    transactionId: str | None = Field(default=None, min_length=1, max_length=255)
+    actor: str | dict[str, Any] | None = None
+    tenant: str | dict[str, Any] | None = None
+    context: dict[str, str] | None = None
+
+    @field_validator("context")
+    @classmethod
+    def _context_size(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is not None and len(value) > MAX_CONTEXT_KEYS:
+            raise ValueError(f"context may have at most {MAX_CONTEXT_KEYS} keys")
+        return value
+
+
+class BroadcastEventRequest(RequestSchema):
+    name: str = Field(min_length=1, max_length=300)
+    payload: dict[str, Any]
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    transactionId: str | None = Field(default=None, min_length=1, max_length=255)
+    actor: str | dict[str, Any] | None = None
+    tenant: str | dict[str, Any] | None = None
+    context: dict[str, str] | None = None
+
+
+class BulkTriggerEventRequest(RequestSchema):
+    events: list[TriggerEventRequest] = Field(min_length=1, max_length=100)
+
+
+class TriggerEventResponse(Schema):
+    acknowledged: bool
+    status: TriggerStatus
+    error: list[str] = optional_field()
+    transactionId: str = optional_field()

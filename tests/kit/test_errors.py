@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import httpx
+
+from tests.conftest import assert_error
+
+
+async def test_unknown_route_has_the_error_body(api: httpx.AsyncClient) -> None:
+    assert_error(await api.get("/v1/nothing-here"), 404, "Cannot GET /v1/nothing-here")
+
+
+async def test_method_not_allowed_has_the_error_body(api: httpx.AsyncClient) -> None:
+    assert_error(await api.patch("/v1/integrations/active"), 405)
+
+
+async def test_validation_error_names_each_field(api: httpx.AsyncClient) -> None:
+    response = await api.post("/v1/integrations", json={"channel": 5})
+    body = assert_error(response, 422, "Validation Error")
+    assert body["errors"]["providerId"]["messages"] == ["providerId should not be null or undefined"]
+    assert body["errors"]["channel"]["value"] == 5
+
+
+async def test_unexpected_failure_is_500_with_error_id(api: httpx.AsyncClient, app, caplog) -> None:
+    from fastapi import APIRouter
+
+    router = APIRouter()
+
+    @router.get("/v1/test-boom")
+    async def boom() -> None:
+        raise RuntimeError("boom")
+
+    app.include_router(router)
+    try:
+        response = await api.get("/v1/test-boom")
+    finally:
+        app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) != "/v1/test-boom"]
+    body = assert_error(response, 500)
+    assert body["errorId"]
+    assert body["errorId"] in caplog.text

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald import __version__
 from herald.config import Settings, load_settings
+from herald.engine.queue import JobSignal
 from herald.kit.auth import ApiKeyResolver
 from herald.kit.body_limit import BodyLimitMiddleware
 from herald.kit.crypto import SecretBox
@@ -17,6 +21,9 @@ from herald.kit.db import create_engine, create_sessionmaker
 from herald.kit.errors import install_error_handlers
 from herald.kit.idempotency import IdempotencyMiddleware
 from herald.kit.responses import JSONResponse
+
+if TYPE_CHECKING:
+    from herald.engine.worker import Worker
 
 logger = logging.getLogger("herald")
 
@@ -39,17 +46,44 @@ def _routers() -> list:
     return [health, integrations, workflows, subscribers, topics, tenants, events, messages]
 
 
+def build_worker(settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], signal: JobSignal | None = None) -> Worker:
+    """A worker for this process, configured from settings."""
+    from herald.engine.steps.base import EngineSettings
+    from herald.engine.worker import Worker
+
+    return Worker(
+        sessionmaker=sessionmaker,
+        box=SecretBox(settings.secret_key),
+        settings=EngineSettings(retry_base_seconds=settings.retry_base_seconds, lease_seconds=settings.job_lease_seconds),
+        concurrency=settings.worker_concurrency,
+        poll_interval=settings.worker_poll_seconds,
+        signal=signal or JobSignal(),
+        database_url=settings.database_url,
+    )
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_settings()
     engine = create_engine(settings.database_url, pool_size=settings.database_pool_size)
     sessionmaker = create_sessionmaker(engine)
     api_keys = ApiKeyResolver(sessionmaker, settings.api_key_cache_seconds)
 
+    job_signal = JobSignal()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        stop = asyncio.Event()
+        worker_task = None
+        if settings.run_worker:
+            worker = build_worker(settings, sessionmaker, signal=job_signal)
+            worker_task = asyncio.create_task(worker.run_forever(stop))
         try:
             yield
         finally:
+            stop.set()
+            job_signal.ring()
+            if worker_task is not None:
+                await worker_task
             await engine.dispose()
 
     app = FastAPI(
@@ -64,6 +98,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.sessionmaker = sessionmaker
     app.state.api_keys = api_keys
     app.state.secret_box = SecretBox(settings.secret_key)
+    app.state.job_signal = job_signal
 
     install_error_handlers(app)
     for router in _routers():

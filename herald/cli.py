@@ -128,6 +128,31 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
+    """Run workers alone (no API): ``--concurrency`` jobs at a time in this process."""
+    import signal
+
+    from herald.app import build_worker
+    from herald.kit.db import create_engine, create_sessionmaker
+
+    if args.concurrency:
+        settings = load_settings(worker_concurrency=args.concurrency)
+
+    async def run() -> None:
+        engine = create_engine(settings.database_url, pool_size=max(2, settings.worker_concurrency))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            await build_worker(settings, create_sessionmaker(engine)).run_forever(stop)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="herald", description="Herald notification service")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -137,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=3000)
     serve.add_argument("--no-worker", action="store_true", help="do not run the worker in this process")
     serve.set_defaults(handler=cmd_serve)
+
+    worker = commands.add_parser("worker", help="run job workers without the API")
+    worker.add_argument("--concurrency", type=int, default=0, help="jobs run at once (default 8)")
+    worker.set_defaults(handler=cmd_worker)
 
     migrate = commands.add_parser("migrate", help="create or upgrade the database schema")
     migrate.set_defaults(handler=cmd_migrate)

@@ -38,6 +38,12 @@ class Settings:
     log_level: str = "INFO"
     # Run the job worker inside the API process (``herald serve`` without --no-worker).
     run_worker: bool = False
+    worker_concurrency: int = 8
+    # First retry of a transient provider failure after about this long, doubling after.
+    retry_base_seconds: float = 2.0
+    # A running job whose worker has not finished within this is taken by another.
+    job_lease_seconds: float = 60.0
+    worker_poll_seconds: float = 0.5
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -87,6 +93,10 @@ def load_settings(**overrides: object) -> Settings:
         "port": int(env.get("HERALD_PORT", "3000")),
         "database_pool_size": int(env.get("HERALD_DATABASE_POOL_SIZE", "10")),
         "log_level": env.get("HERALD_LOG_LEVEL", "INFO"),
+        "worker_concurrency": int(env.get("HERALD_WORKER_CONCURRENCY", "8")),
+        "retry_base_seconds": float(env.get("HERALD_RETRY_BASE_SECONDS", "2.0")),
+        "job_lease_seconds": float(env.get("HERALD_JOB_LEASE_SECONDS", "60")),
+        "worker_poll_seconds": float(env.get("HERALD_WORKER_POLL_SECONDS", "0.5")),
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

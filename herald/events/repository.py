@@ -1,9 +1,10 @@
 from __future__ import annotations
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.engine.queue import wake_workers
 from herald.kit.time import utcnow
 from herald.models import Event, Job
 
@@ -24,8 +25,17 @@ class EventRepository:
                 self.session.add_all([event, job])
                 await self.session.flush()
         except IntegrityError:
-            return False
+            if await self.transaction_exists(event.environment_id, event.transaction_id):
+                return False
+            raise
+        await wake_workers(self.session)
         return True
+
+    async def transaction_exists(self, environment_id: str, transaction_id: str) -> bool:
+        result = await self.session.execute(
+            select(Event.id).where(Event.environment_id == environment_id, Event.transaction_id == transaction_id)
+        )
+        return result.first() is not None
 
     async def cancel_pending(self, environment_id: str, transaction_id: str) -> int:
         """Cancel the transaction's jobs that wait on a delay or a digest."""

@@ -16,7 +16,7 @@ from herald.events.repository import EventRepository
 from herald.events.schemas import BroadcastEventRequest, TriggerEventRequest
 from herald.kit.auth import Principal
 from herald.kit.errors import UnprocessableError, ValidationFailed
-from herald.kit.ids import new_transaction_id
+from herald.kit.ids import new_id, new_transaction_id
 from herald.kit.text import is_valid_identifier
 from herald.models import Event, Job, Workflow
 from herald.tenants.repository import TenantRepository
@@ -203,6 +203,7 @@ async def trigger_event(
             return outcome("invalid_recipients", recipients.reasons)
 
     event = Event(
+        id=new_id(),
         environment_id=principal.environment_id,
         organization_id=principal.organization_id,
         transaction_id=transaction_id,

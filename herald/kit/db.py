@@ -100,6 +100,11 @@ async def get_db_session(request: Request) -> AsyncIterator[AsyncSession]:
     maker: async_sessionmaker[AsyncSession] = request.app.state.sessionmaker
     async for session in session_scope(maker):
         yield session
+    # Jobs were committed: wake this process's worker without waiting for its poll.
+    if session.info.get("jobs_written"):
+        signal = getattr(request.app.state, "job_signal", None)
+        if signal is not None:
+            signal.ring()
 
 
 # ``scope="function"`` runs the commit as soon as the handler returns, before

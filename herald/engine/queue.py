@@ -1,0 +1,125 @@
+"""The job queue on the jobs table: claim with a lease, finish, retry.
+
+A job is claimable when it is queued or delayed and its ``run_at`` has come,
+or when it is running but its lease (``locked_until``) ran out: the worker that
+held it died, so another takes it again. On PostgreSQL concurrent workers skip
+each other's rows (``FOR UPDATE SKIP LOCKED``); on SQLite every write
+transaction is serialized by ``BEGIN IMMEDIATE``, so the same statement is safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Sequence
+from contextlib import suppress
+from datetime import datetime, timedelta
+
+from sqlalchemy import or_, select, text, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.kit.time import utcnow
+from herald.models import Job
+
+CLAIMABLE = ("queued", "delayed")
+WAKE_CHANNEL = "herald_jobs"
+
+
+class JobSignal:
+    """An in-process doorbell: rung when this process committed new jobs."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def ring(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout: float) -> None:
+        with suppress(TimeoutError):
+            await asyncio.wait_for(self._event.wait(), timeout)
+        self._event.clear()
+
+
+async def claim_jobs(session: AsyncSession, worker_id: str, limit: int, lease_seconds: float) -> Sequence[Job]:
+    now = utcnow()
+    due = (
+        select(Job.id)
+        .where(
+            or_(
+                (Job.status.in_(CLAIMABLE)) & (Job.run_at <= now),
+                (Job.status == "running") & (Job.locked_until < now),
+            )
+        )
+        .order_by(Job.run_at)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    result = await session.execute(
+        update(Job)
+        .where(Job.id.in_(due.scalar_subquery()))
+        .values(
+            status="running",
+            locked_by=worker_id,
+            locked_until=now + timedelta(seconds=lease_seconds),
+            attempts=Job.attempts + 1,
+            updated_at=now,
+        )
+        .returning(Job),
+        execution_options={"synchronize_session": False},
+    )
+    return result.scalars().all()
+
+
+async def next_run_at(session: AsyncSession) -> datetime | None:
+    """When the earliest waiting job is due, so an idle worker knows how long it may sleep."""
+    return await session.scalar(select(Job.run_at).where(Job.status.in_(CLAIMABLE)).order_by(Job.run_at).limit(1))
+
+
+async def wake_workers(session: AsyncSession) -> None:
+    """Tell listening workers that jobs were written (delivered by PostgreSQL on commit)."""
+    if session.bind.dialect.name == "postgresql":
+        await session.execute(text(f"NOTIFY {WAKE_CHANNEL}"))
+    session.info["jobs_written"] = True
+
+
+def retry_delay(attempt: int, base_seconds: float, cap_seconds: float = 300.0) -> float:
+    """Exponential backoff with jitter: base·2^(attempt-1), ±50%, at most ``cap_seconds``."""
+    delay = min(base_seconds * (2 ** max(attempt - 1, 0)), cap_seconds)
+    return delay * (0.5 + random.random())
+
+
+async def queue_next_step(session: AsyncSession, job: Job) -> None:
+    """Release the step after ``job`` in its notification's chain."""
+    if job.notification_id is None or job.step_index is None:
+        return
+    await session.execute(
+        update(Job)
+        .where(
+            Job.notification_id == job.notification_id,
+            Job.step_index == job.step_index + 1,
+            Job.status == "pending",
+        )
+        .values(status="queued", run_at=utcnow(), updated_at=utcnow())
+    )
+    await wake_workers(session)
+
+
+async def settle_rest_of_chain(session: AsyncSession, job: Job, status: str) -> int:
+    """Give the steps after ``job`` a final status (halted, merged into a digest, canceled)."""
+    if job.notification_id is None or job.step_index is None:
+        return 0
+    result = await session.execute(
+        update(Job)
+        .where(
+            Job.notification_id == job.notification_id,
+            Job.step_index > job.step_index,
+            Job.status == "pending",
+        )
+        .values(status=status, updated_at=utcnow())
+    )
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+
+async def lock_job(session: AsyncSession, job_id: str) -> Job | None:
+    result = await session.execute(select(Job).where(Job.id == job_id).with_for_update())
+    return result.scalar_one_or_none()

@@ -1,0 +1,298 @@
+"""Every query the engine makes, apart from the queue's own (herald/engine/queue.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, func, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.kit.ids import new_id
+from herald.kit.time import utcnow
+from herald.models import (
+    Event,
+    ExecutionDetail,
+    Integration,
+    Job,
+    Message,
+    Notification,
+    Subscriber,
+    Tenant,
+    Topic,
+    TopicSubscriber,
+)
+
+# Fields a trigger may set on a subscriber (inline subscriber objects and actors).
+SUBSCRIBER_COLUMNS = {
+    "email": "email",
+    "firstName": "first_name",
+    "lastName": "last_name",
+    "phone": "phone",
+    "avatar": "avatar",
+    "locale": "locale",
+    "timezone": "timezone",
+    "data": "data",
+    "channels": "channels",
+}
+
+
+class EngineRepository:
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    def _insert(self, table: Any) -> Any:
+        return (pg_insert if self.session.bind.dialect.name == "postgresql" else sqlite_insert)(table)
+
+    # Events and subscribers -------------------------------------------------
+
+    async def get_event(self, event_id: str) -> Event | None:
+        return await self.session.get(Event, event_id)
+
+    async def get_subscriber(self, subscriber_id: str) -> Subscriber | None:
+        return await self.session.get(Subscriber, subscriber_id)
+
+    async def upsert_subscribers(
+        self, environment_id: str, organization_id: str, entries: Sequence[dict[str, Any]]
+    ) -> dict[str, str]:
+        """Create the subscribers that do not exist; set only the given fields on those that do.
+
+        Returns subscriberId → internal id for every entry.
+        """
+        if not entries:
+            return {}
+        wanted = {entry["subscriberId"]: entry for entry in entries}
+        existing = {
+            row.subscriber_id: row
+            for row in (
+                await self.session.execute(
+                    select(Subscriber).where(
+                        Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(list(wanted))
+                    )
+                )
+            ).scalars()
+        }
+        now = utcnow()
+        for subscriber_id, row in existing.items():
+            changes = {column: wanted[subscriber_id][field] for field, column in SUBSCRIBER_COLUMNS.items() if field in wanted[subscriber_id]}
+            if changes:
+                for column, value in changes.items():
+                    setattr(row, column, value)
+                row.updated_at = now
+                row.version += 1
+        missing = [entry for subscriber_id, entry in wanted.items() if subscriber_id not in existing]
+        if missing:
+            rows = [
+                {
+                    "id": new_id(),
+                    "environment_id": environment_id,
+                    "organization_id": organization_id,
+                    "subscriber_id": entry["subscriberId"],
+                    "created_at": now,
+                    "updated_at": now,
+                    "channels": entry.get("channels") or [],
+                    "deleted": False,
+                    "version": 0,
+                    **{column: entry[field] for field, column in SUBSCRIBER_COLUMNS.items() if field in entry and field != "channels"},
+                }
+                for entry in missing
+            ]
+            # Another worker may create the same subscriber at the same moment.
+            await self.session.execute(self._insert(Subscriber).values(_uniform(rows)).on_conflict_do_nothing())
+        await self.session.flush()
+        ids = await self.session.execute(
+            select(Subscriber.subscriber_id, Subscriber.id).where(
+                Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(list(wanted))
+            )
+        )
+        return {subscriber_id: internal_id for subscriber_id, internal_id in ids.all()}
+
+    async def upsert_tenant(self, environment_id: str, organization_id: str, tenant: dict[str, Any]) -> Tenant | None:
+        row = (
+            await self.session.execute(
+                select(Tenant).where(Tenant.environment_id == environment_id, Tenant.identifier == tenant["identifier"])
+            )
+        ).scalar_one_or_none()
+        if row is not None and ("name" in tenant or "data" in tenant):
+            if "name" in tenant:
+                row.name = tenant["name"]
+            if "data" in tenant:
+                row.data = tenant["data"]
+            row.updated_at = utcnow()
+        return row
+
+    async def get_tenant(self, environment_id: str, identifier: str) -> Tenant | None:
+        return (
+            await self.session.execute(
+                select(Tenant).where(Tenant.environment_id == environment_id, Tenant.identifier == identifier)
+            )
+        ).scalar_one_or_none()
+
+    async def topic_ids(self, environment_id: str, keys: Iterable[str]) -> list[str]:
+        keys = list(keys)
+        if not keys:
+            return []
+        result = await self.session.execute(
+            select(Topic.id).where(Topic.environment_id == environment_id, Topic.key.in_(keys)).order_by(Topic.id)
+        )
+        return list(result.scalars())
+
+    async def topic_members_after(
+        self, topic_ids: Sequence[str], after: str, limit: int
+    ) -> list[tuple[str, str]]:
+        """(internal id, subscriberId) of topic members, in id order, after a cursor."""
+        result = await self.session.execute(
+            select(TopicSubscriber.subscriber_id, TopicSubscriber.external_subscriber_id)
+            .where(TopicSubscriber.topic_id.in_(list(topic_ids)), TopicSubscriber.subscriber_id > after)
+            .distinct()
+            .order_by(TopicSubscriber.subscriber_id)
+            .limit(limit)
+        )
+        return [(row[0], row[1]) for row in result.all()]
+
+    async def environment_subscribers_after(self, environment_id: str, after: str, limit: int) -> list[tuple[str, str]]:
+        result = await self.session.execute(
+            select(Subscriber.id, Subscriber.subscriber_id)
+            .where(Subscriber.environment_id == environment_id, Subscriber.id > after)
+            .order_by(Subscriber.id)
+            .limit(limit)
+        )
+        return [(row[0], row[1]) for row in result.all()]
+
+    # Notifications and jobs --------------------------------------------------
+
+    async def insert_notifications(self, rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        """Insert notifications, skipping subscribers this event already has; returns (id, subscriber_id) inserted."""
+        if not rows:
+            return []
+        result = await self.session.execute(
+            self._insert(Notification)
+            .values(rows)
+            .on_conflict_do_nothing()
+            .returning(Notification.id, Notification.subscriber_id)
+        )
+        return [(row[0], row[1]) for row in result.all()]
+
+    async def insert_jobs(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            await self.session.execute(self._insert(Job).values(rows))
+
+    async def add_details(self, details: Sequence[ExecutionDetail]) -> None:
+        self.session.add_all(details)
+
+    async def digest_result_before(self, notification_id: str, step_index: int) -> dict[str, Any] | None:
+        """What the nearest digest step before this one collected (events, total_count)."""
+        return await self.session.scalar(
+            select(Job.result)
+            .where(
+                Job.notification_id == notification_id,
+                Job.step_type == "digest",
+                Job.step_index < step_index,
+                Job.status == "completed",
+            )
+            .order_by(Job.step_index.desc())
+            .limit(1)
+        )
+
+    # Digest -------------------------------------------------------------------
+
+    async def open_digest(self, job: Job, digest_key: str) -> Job | None:
+        return (
+            await self.session.execute(
+                select(Job).where(
+                    Job.workflow_id == job.workflow_id,
+                    Job.step_id == job.step_id,
+                    Job.subscriber_id == job.subscriber_id,
+                    Job.digest_key == digest_key,
+                    Job.step_type == "digest",
+                    Job.status == "delayed",
+                )
+            )
+        ).scalar_one_or_none()
+
+    async def merged_payloads(self, master_id: str) -> list[dict[str, Any]]:
+        result = await self.session.execute(
+            select(Event.payload)
+            .join(Job, Job.event_id == Event.id)
+            .where(Job.merged_into == master_id, Job.status == "merged")
+            .order_by(Job.created_at, Job.id)
+        )
+        return [row[0] for row in result.all()]
+
+    async def recent_digest_jobs(self, job: Job, digest_key: str, since: datetime) -> int:
+        """Other jobs of this digest step for the subscriber and key created since ``since``."""
+        return int(
+            await self.session.scalar(
+                select(func.count())
+                .select_from(Job)
+                .where(
+                    Job.workflow_id == job.workflow_id,
+                    Job.step_id == job.step_id,
+                    Job.subscriber_id == job.subscriber_id,
+                    Job.digest_key == digest_key,
+                    Job.id != job.id,
+                    Job.created_at >= since,
+                )
+            )
+            or 0
+        )
+
+    async def promote_merged(self, master: Job) -> Job | None:
+        """A canceled digest hands its role to the oldest event merged into it."""
+        heir = (
+            await self.session.execute(
+                select(Job)
+                .where(Job.merged_into == master.id, Job.status == "merged")
+                .order_by(Job.created_at, Job.id)
+                .limit(1)
+            )
+        ).scalar_one_or_none()
+        if heir is None:
+            return None
+        await self.session.execute(
+            update(Job)
+            .where(Job.merged_into == master.id, Job.status == "merged", Job.id != heir.id)
+            .values(merged_into=heir.id)
+        )
+        return heir
+
+    # Integrations and messages --------------------------------------------------
+
+    async def active_integrations(self, environment_id: str, channel: str) -> Sequence[Integration]:
+        result = await self.session.execute(
+            select(Integration)
+            .where(
+                Integration.environment_id == environment_id,
+                Integration.channel == channel,
+                Integration.active.is_(True),
+                Integration.deleted.is_(False),
+            )
+            .order_by(Integration.primary.desc(), Integration.priority.desc(), Integration.created_at.desc())
+        )
+        return result.scalars().all()
+
+    async def messages_of_job(self, job_id: str) -> dict[str, Message]:
+        result = await self.session.execute(select(Message).where(Message.job_id == job_id))
+        return {message.delivery_key: message for message in result.scalars()}
+
+    async def save_message(self, message: Message) -> Message:
+        """Insert, or return the message this job already made under the same delivery key."""
+        existing = (
+            await self.session.execute(
+                select(Message).where(and_(Message.job_id == message.job_id, Message.delivery_key == message.delivery_key))
+            )
+        ).scalar_one_or_none()
+        if existing is not None:
+            return existing
+        self.session.add(message)
+        await self.session.flush()
+        return message
+
+
+def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Multi-row inserts need every row to name the same columns."""
+    keys = set().union(*(row.keys() for row in rows))
+    return [{key: row.get(key) for key in keys} for row in rows]

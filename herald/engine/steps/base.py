@@ -1,0 +1,135 @@
+"""What a step is given and what it answers.
+
+A step reads its context, may talk to a provider, and answers a
+``StepOutcome``; the runner writes the outcome (messages, execution details,
+the job's new status, the next step released) in one transaction. Steps that
+talk to providers therefore hold no transaction open while the network is slow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import httpx
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from herald.kit.crypto import SecretBox
+from herald.models import Event, Job, Message, Subscriber
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    retry_base_seconds: float = 2.0
+    lease_seconds: float = 60.0
+
+
+@dataclass
+class StepContext:
+    job: Job
+    event: Event
+    step: dict[str, Any]
+    subscriber: Subscriber
+    tenant: dict[str, Any] | None
+    digest: dict[str, Any] | None
+    now: datetime
+    sessionmaker: async_sessionmaker[AsyncSession]
+    http: httpx.AsyncClient
+    box: SecretBox
+    settings: EngineSettings
+
+    @property
+    def template(self) -> dict[str, Any]:
+        return self.step.get("template") or {}
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.step.get("metadata") or {}
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        return self.event.payload or {}
+
+    def subscriber_fields(self) -> dict[str, Any]:
+        subscriber = self.subscriber
+        return {
+            "_id": subscriber.id,
+            "subscriberId": subscriber.subscriber_id,
+            "firstName": subscriber.first_name,
+            "lastName": subscriber.last_name,
+            "email": subscriber.email,
+            "phone": subscriber.phone,
+            "avatar": subscriber.avatar,
+            "locale": subscriber.locale,
+            "timezone": subscriber.timezone,
+            "data": subscriber.data or {},
+            "channels": subscriber.channels or [],
+            "isOnline": subscriber.is_online,
+        }
+
+    def variables(self) -> dict[str, Any]:
+        """What templates see: subscriber, payload, step (digest), tenant, actor."""
+        digest = self.digest or {}
+        return {
+            "subscriber": self.subscriber_fields(),
+            "payload": self.payload,
+            "step": {
+                "digest": bool(self.digest),
+                "events": digest.get("events", []),
+                "total_count": digest.get("total_count", 0),
+            },
+            "tenant": self.tenant or {},
+            "actor": self.event.actor or {},
+        }
+
+    def new_message(self, channel: str, **fields: Any) -> Message:
+        return Message(
+            environment_id=self.job.environment_id,
+            organization_id=self.job.organization_id,
+            notification_id=self.job.notification_id,
+            subscriber_id=self.subscriber.id,
+            job_id=self.job.id,
+            workflow_id=self.job.workflow_id,
+            message_template_id=self.step.get("_templateId"),
+            template_identifier=self.event.trigger_identifier,
+            transaction_id=self.job.transaction_id,
+            channel=channel,
+            payload=self.payload,
+            overrides=self.event.overrides or {},
+            cta=fields.pop("cta", {}) or {},
+            **fields,
+        )
+
+
+@dataclass
+class Detail:
+    status: str  # Success | Warning | Failed | Pending | Queued
+    detail: str
+    provider_id: str | None = None
+    raw: dict[str, Any] | None = None
+
+
+@dataclass
+class StepOutcome:
+    """``status`` is the job's next status: completed, skipped, failed, delayed or merged."""
+
+    status: str
+    details: list[Detail] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    result: dict[str, Any] | None = None
+    data: dict[str, Any] | None = None
+    run_at: datetime | None = None
+    digest_key: str | None = None
+    merged_into: str | None = None
+    # A transient failure: try the step again (if attempts remain).
+    retryable: bool = False
+    error_text: str | None = None
+
+    @classmethod
+    def done(cls, detail: str, **kwargs: Any) -> StepOutcome:
+        return cls("completed", details=[Detail("Success", detail)], **kwargs)
+
+    @classmethod
+    def failed(cls, detail: str, **kwargs: Any) -> StepOutcome:
+        return cls("failed", details=[Detail("Failed", detail)], error_text=detail, **kwargs)

@@ -1,0 +1,124 @@
+"""The worker loop: claim due jobs, run them concurrently, sleep until woken.
+
+Wake-ups come from an in-process signal (the API in the same process set it
+after committing jobs) and, on PostgreSQL, from LISTEN/NOTIFY; a short poll is
+the fallback, and it also catches delayed jobs whose time has come.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from contextlib import suppress
+from dataclasses import dataclass, field
+
+import httpx
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from herald.engine import queue
+from herald.engine.queue import JobSignal
+from herald.engine.runner import JobRunner
+from herald.engine.steps.base import EngineSettings
+from herald.kit.crypto import SecretBox
+from herald.kit.ids import short_id
+from herald.kit.time import utcnow
+
+logger = logging.getLogger("herald.worker")
+
+
+@dataclass
+class Worker:
+    sessionmaker: async_sessionmaker[AsyncSession]
+    box: SecretBox
+    settings: EngineSettings = field(default_factory=EngineSettings)
+    concurrency: int = 8
+    poll_interval: float = 0.5
+    signal: JobSignal = field(default_factory=JobSignal)
+    database_url: str | None = None
+    worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{short_id(6)}")
+    http: httpx.AsyncClient | None = None
+
+    def __post_init__(self) -> None:
+        self._owns_http = self.http is None
+        if self.http is None:
+            self.http = httpx.AsyncClient(timeout=httpx.Timeout(15.0, connect=5.0))
+        self.runner = JobRunner(self.sessionmaker, self.http, self.box, self.settings, self.worker_id)
+
+    async def run_once(self) -> int:
+        """Claim one batch of due jobs and run it; returns how many jobs ran."""
+        async with self.sessionmaker() as session, session.begin():
+            jobs = list(await queue.claim_jobs(session, self.worker_id, self.concurrency, self.settings.lease_seconds))
+        if not jobs:
+            return 0
+        await asyncio.gather(*(self.runner.run(job) for job in jobs))
+        return len(jobs)
+
+    async def run_until_idle(self, max_rounds: int = 10_000) -> int:
+        """Run due jobs until none is due (tests and one-off drains)."""
+        total = 0
+        for _ in range(max_rounds):
+            ran = await self.run_once()
+            if ran == 0:
+                return total
+            total += ran
+        return total
+
+    async def run_forever(self, stop: asyncio.Event) -> None:
+        listener = asyncio.create_task(self._listen(stop)) if self._is_postgres() else None
+        logger.info("worker %s started (concurrency %d)", self.worker_id, self.concurrency)
+        try:
+            while not stop.is_set():
+                try:
+                    ran = await self.run_once()
+                except Exception:
+                    logger.exception("worker %s could not claim jobs; retrying", self.worker_id)
+                    ran = 0
+                    await asyncio.sleep(self.poll_interval)
+                if ran:
+                    continue
+                await self.signal.wait(await self._idle_timeout())
+        finally:
+            if listener is not None:
+                listener.cancel()
+                with suppress(asyncio.CancelledError):
+                    await listener
+            if self._owns_http and self.http is not None:
+                await self.http.aclose()
+            logger.info("worker %s stopped", self.worker_id)
+
+    async def _idle_timeout(self) -> float:
+        try:
+            async with self.sessionmaker() as session:
+                due = await queue.next_run_at(session)
+        except Exception:
+            return self.poll_interval
+        if due is None:
+            return self.poll_interval
+        return max(0.0, min(self.poll_interval, (due - utcnow()).total_seconds()))
+
+    def _is_postgres(self) -> bool:
+        return bool(self.database_url) and make_url(self.database_url or "").get_backend_name() == "postgresql"
+
+    async def _listen(self, stop: asyncio.Event) -> None:
+        """LISTEN for job notifications on a connection of its own; reconnect when it drops."""
+        import asyncpg
+
+        dsn = make_url(self.database_url or "").set(drivername="postgresql").render_as_string(hide_password=False)
+        while not stop.is_set():
+            try:
+                connection = await asyncpg.connect(dsn)
+                try:
+                    await connection.add_listener(queue.WAKE_CHANNEL, lambda *_: self.signal.ring())
+                    while not stop.is_set() and not connection.is_closed():
+                        await asyncio.sleep(1.0)
+                finally:
+                    with suppress(Exception):
+                        await connection.close()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("LISTEN connection failed (%s); polling meanwhile", exc)
+                await asyncio.sleep(2.0)

@@ -1,0 +1,346 @@
+"""End to end over HTTP: trigger → worker → messages, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy import func, select
+
+from herald.engine.worker import Worker
+from herald.models import Job, Notification, Subscriber
+from tests.conftest import Tenancy
+from tests.engine.conftest import details_of, fast_forward, jobs_of, messages_of, trigger
+from tests.fixtures.builders import create_subscriber, create_workflow, unique
+
+IN_APP = {"name": "inbox", "template": {"type": "in_app", "content": "Hello {{subscriber.firstName}}, {{payload.item}}"}}
+
+
+def workflow_name(workflow: dict[str, Any]) -> str:
+    return workflow["triggers"][0]["identifier"]
+
+
+async def test_in_app_step_creates_the_message(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker) -> None:
+    subscriber = await create_subscriber(api, firstName="Ada")
+    workflow = await create_workflow(api, steps=[IN_APP])
+    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"item": "a book"})
+    await worker.run_until_idle()
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert message.channel == "in_app"
+    assert message.content == "Hello Ada, a book"
+    assert message.status == "sent"
+    assert (message.seen, message.read) == (False, False)
+    assert message.delivered_at and message.payload == {"item": "a book"}
+    assert message.subscriber_id == subscriber["_id"]
+    feed = (await api.get(f"/v1/subscribers/{subscriber['subscriberId']}/notifications/feed")).json()
+    assert [item["_id"] for item in feed["data"]] == [message.id]
+    [job] = await jobs_of(app, result["transactionId"])
+    assert job.status == "completed"
+
+
+async def test_trigger_creates_unknown_subscribers_and_updates_given_fields(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    existing = await create_subscriber(api, firstName="Old", lastName="Keep")
+    workflow = await create_workflow(api, steps=[IN_APP])
+    new_id = unique("new")
+    await trigger(
+        api,
+        workflow_name(workflow),
+        [{"subscriberId": existing["subscriberId"], "firstName": "New"}, new_id, new_id],
+    )
+    await worker.run_until_idle()
+    updated = (await api.get(f"/v1/subscribers/{existing['subscriberId']}")).json()["data"]
+    assert (updated["firstName"], updated["lastName"]) == ("New", "Keep")
+    created = (await api.get(f"/v1/subscribers/{new_id}")).json()["data"]
+    assert created["subscriberId"] == new_id
+    messages = await messages_of(app, tenancy.environment_id)
+    assert sorted(m.subscriber_id for m in messages) == sorted([existing["_id"], created["_id"]])
+
+
+async def test_steps_run_in_order_and_a_retried_in_app_step_makes_one_message(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    subscriber = await create_subscriber(api)
+    second = {"name": "second", "template": {"type": "in_app", "content": "second"}}
+    workflow = await create_workflow(api, steps=[IN_APP, second])
+    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"item": "x"})
+    await worker.run_until_idle()
+    jobs = await jobs_of(app, result["transactionId"])
+    step_jobs = [job for job in jobs if job.kind == "step"]
+    assert [job.status for job in step_jobs] == ["completed", "completed"]
+    assert step_jobs[1].parent_id == step_jobs[0].id
+    # Run the first step again, as a worker whose lease expired would: no second message.
+    async with app.state.sessionmaker() as session:
+        job = await session.get(Job, step_jobs[0].id)
+        job.status = "queued"
+        await session.commit()
+    await worker.run_until_idle()
+    messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert sorted(m.content for m in messages) == ["Hello Ada, x", "second"]
+
+
+async def test_topic_fan_out_collapses_duplicates_and_excludes_the_actor(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    members = [await create_subscriber(api) for _ in range(4)]
+    key = unique("topic")
+    assert (await api.post("/v1/topics", json={"key": key, "name": "T"})).status_code == 201
+    added = await api.post(f"/v1/topics/{key}/subscribers", json={"subscribers": [m["subscriberId"] for m in members]})
+    assert added.status_code == 200, added.text
+    workflow = await create_workflow(api, steps=[IN_APP])
+    result = await trigger(
+        api,
+        workflow_name(workflow),
+        [{"type": "Topic", "topicKey": key}, members[0]["subscriberId"]],
+        actor=members[1]["subscriberId"],
+    )
+    await worker.run_until_idle()
+    messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert sorted(m.subscriber_id for m in messages) == sorted([members[0]["_id"], members[2]["_id"], members[3]["_id"]])
+
+
+async def test_large_topic_expands_in_batches(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker) -> None:
+    from herald.engine import expand
+
+    key = unique("big")
+    ids = [unique("m") for _ in range(25)]
+    for subscriber_id in ids:
+        await create_subscriber(api, subscriberId=subscriber_id)
+    assert (await api.post(f"/v1/topics/{key}/subscribers", json={"subscribers": ids})).status_code == 200
+    workflow = await create_workflow(api, steps=[IN_APP])
+    original = expand.BATCH_SIZE
+    expand.BATCH_SIZE = 10
+    try:
+        result = await trigger(api, workflow_name(workflow), {"type": "Topic", "topicKey": key})
+        await worker.run_until_idle()
+    finally:
+        expand.BATCH_SIZE = original
+    async with app.state.sessionmaker() as session:
+        count = await session.scalar(
+            select(func.count()).select_from(Notification).where(Notification.transaction_id == result["transactionId"])
+        )
+    assert count == 25
+    details = [d.detail for d in await details_of(app, result["transactionId"]) if d.job_id and "expan" in d.detail]
+    assert details[-1] == "Trigger expanded into 25 notifications"
+
+
+async def test_broadcast_reaches_every_subscriber_of_the_environment(
+    api: httpx.AsyncClient, production_api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    ours = [await create_subscriber(api) for _ in range(3)]
+    await create_subscriber(production_api)
+    workflow = await create_workflow(api, steps=[IN_APP])
+    response = await api.post("/v1/events/trigger/broadcast", json={"name": workflow_name(workflow), "payload": {"item": "news"}})
+    transaction_id = response.json()["data"]["transactionId"]
+    await worker.run_until_idle()
+    messages = await messages_of(app, tenancy.environment_id, transaction_id=transaction_id)
+    assert sorted(m.subscriber_id for m in messages) == sorted(s["_id"] for s in ours)
+
+
+async def test_regular_delay_waits_then_continues(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker) -> None:
+    subscriber = await create_subscriber(api)
+    delay = {"name": "wait", "template": {"type": "delay"}, "metadata": {"type": "regular", "amount": 2, "unit": "hours"}}
+    workflow = await create_workflow(api, steps=[delay, IN_APP])
+    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"item": "x"})
+    await worker.run_until_idle()
+    jobs = await jobs_of(app, result["transactionId"])
+    step_jobs = [j for j in jobs if j.kind == "step"]
+    assert [j.status for j in step_jobs] == ["delayed", "pending"]
+    waited = (step_jobs[0].run_at - step_jobs[0].updated_at).total_seconds()
+    assert 7100 < waited < 7300
+    assert await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"]) == []
+    assert await fast_forward(app, result["transactionId"]) == 1
+    await worker.run_until_idle()
+    assert len(await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])) == 1
+
+
+async def test_scheduled_delay_uses_the_payload_date_and_rejects_a_bad_one(
+    api: httpx.AsyncClient, app: FastAPI, worker: Worker
+) -> None:
+    subscriber = await create_subscriber(api)
+    delay = {"name": "wait", "template": {"type": "delay"}, "metadata": {"type": "scheduled", "delayPath": "sendAt"}}
+    workflow = await create_workflow(api, steps=[delay, IN_APP])
+    ok = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"sendAt": "2099-01-01T10:00:00Z"})
+    past = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"sendAt": "2001-01-01T10:00:00Z"})
+    missing = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={})
+    await worker.run_until_idle()
+    [waiting, _] = [j for j in await jobs_of(app, ok["transactionId"]) if j.kind == "step"]
+    assert waiting.status == "delayed"
+    assert waiting.run_at.isoformat().startswith("2099-01-01T10:00:00")
+    for result in (past, missing):
+        [failed, after] = [j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
+        assert failed.status == "failed"
+        assert "Delay misconfigured" in (failed.error_text or "")
+        # The step did not stop the workflow (shouldStopOnFail is off): the next step ran.
+        assert after.status == "completed"
+
+
+async def test_cancel_stops_a_delayed_run(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker) -> None:
+    subscriber = await create_subscriber(api)
+    delay = {"name": "wait", "template": {"type": "delay"}, "metadata": {"type": "regular", "amount": 1, "unit": "days"}}
+    workflow = await create_workflow(api, steps=[delay, IN_APP])
+    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"])
+    await worker.run_until_idle()
+    response = await api.delete(f"/v1/events/trigger/{result['transactionId']}")
+    assert response.json() == {"data": True}
+    await fast_forward(app, result["transactionId"])
+    await worker.run_until_idle()
+    assert [j.status for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"] == ["canceled", "canceled"]
+    assert await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"]) == []
+    assert (await api.delete(f"/v1/events/trigger/{result['transactionId']}")).json() == {"data": False}
+
+
+DIGEST_IN_APP = {
+    "name": "summary",
+    "template": {"type": "in_app", "content": "{{step.total_count}} events: {% for e in step.events %}{{e.n}} {% endfor %}"},
+}
+
+
+async def test_regular_digest_merges_events_into_one_message(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    subscriber = await create_subscriber(api)
+    digest = {"name": "digest", "template": {"type": "digest"}, "metadata": {"type": "regular", "amount": 5, "unit": "minutes"}}
+    workflow = await create_workflow(api, steps=[digest, DIGEST_IN_APP])
+    results = []
+    for n in range(4):
+        results.append(await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"n": n}))
+        await worker.run_until_idle()
+    statuses = [[j.status for j in await jobs_of(app, r["transactionId"]) if j.kind == "step"] for r in results]
+    assert statuses[0] == ["delayed", "pending"]
+    assert statuses[1:] == [["merged", "merged"]] * 3
+    await fast_forward(app, results[0]["transactionId"])
+    await worker.run_until_idle()
+    [message] = await messages_of(app, tenancy.environment_id, subscriber_id=subscriber["_id"])
+    assert message.content == "4 events: 0 1 2 3 "
+
+
+async def test_digest_key_groups_events(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker) -> None:
+    subscriber = await create_subscriber(api)
+    digest = {
+        "name": "digest",
+        "template": {"type": "digest"},
+        "metadata": {"type": "regular", "amount": 5, "unit": "minutes", "digestKey": "project"},
+    }
+    workflow = await create_workflow(api, steps=[digest, DIGEST_IN_APP])
+    results = [
+        await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"n": n, "project": project})
+        for n, project in enumerate(["a", "b", "a"])
+    ]
+    await worker.run_until_idle()
+    for result in results:
+        await fast_forward(app, result["transactionId"])
+    await worker.run_until_idle()
+    messages = await messages_of(app, tenancy.environment_id, subscriber_id=subscriber["_id"])
+    assert sorted(m.content for m in messages) == ["1 events: 1 ", "2 events: 0 2 "]
+
+
+async def test_backoff_digest_sends_the_first_event_straight_through(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    subscriber = await create_subscriber(api)
+    digest = {
+        "name": "digest",
+        "template": {"type": "digest"},
+        "metadata": {"type": "backoff", "amount": 5, "unit": "minutes", "backoffAmount": 10, "backoffUnit": "minutes"},
+    }
+    workflow = await create_workflow(api, steps=[digest, DIGEST_IN_APP])
+    first = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"n": 1})
+    await worker.run_until_idle()
+    assert [j.status for j in await jobs_of(app, first["transactionId"]) if j.kind == "step"] == ["skipped", "completed"]
+    second = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"n": 2})
+    third = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"n": 3})
+    await worker.run_until_idle()
+    assert [j.status for j in await jobs_of(app, second["transactionId"]) if j.kind == "step"] == ["delayed", "pending"]
+    await fast_forward(app, second["transactionId"])
+    await worker.run_until_idle()
+    contents = sorted(m.content for m in await messages_of(app, tenancy.environment_id, subscriber_id=subscriber["_id"]))
+    assert contents == ["0 events: ", "2 events: 2 3 "]
+    assert third["transactionId"]
+
+
+async def test_timed_digest_waits_for_the_configured_time(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    subscriber = await create_subscriber(api, timezone="Europe/Paris")
+    digest = {
+        "name": "digest",
+        "template": {"type": "digest"},
+        "metadata": {"type": "timed", "unit": "days", "amount": 1, "timed": {"atTime": "09:30"}},
+    }
+    workflow = await create_workflow(api, steps=[digest, DIGEST_IN_APP])
+    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"n": 1})
+    await worker.run_until_idle()
+    [open_digest, _] = [j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
+    assert open_digest.status == "delayed"
+    from zoneinfo import ZoneInfo
+
+    local = open_digest.run_at.astimezone(ZoneInfo("Europe/Paris"))
+    assert (local.hour, local.minute) == (9, 30)
+
+
+async def test_step_filters_skip_a_step_and_the_next_runs(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    subscriber = await create_subscriber(api)
+    filtered = {
+        "name": "vip only",
+        "template": {"type": "in_app", "content": "vip"},
+        "filters": [{"isNegated": False, "type": "GROUP", "value": "AND", "children": [{"field": "plan", "value": "vip", "operator": "EQUAL", "on": "payload"}]}],
+    }
+    everyone = {"name": "all", "template": {"type": "in_app", "content": "all"}}
+    workflow = await create_workflow(api, steps=[filtered, everyone])
+    regular = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"plan": "free"})
+    vip = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"plan": "vip"})
+    await worker.run_until_idle()
+    assert [j.status for j in await jobs_of(app, regular["transactionId"]) if j.kind == "step"] == ["skipped", "completed"]
+    assert [m.content for m in await messages_of(app, tenancy.environment_id, transaction_id=regular["transactionId"])] == ["all"]
+    assert sorted(m.content for m in await messages_of(app, tenancy.environment_id, transaction_id=vip["transactionId"])) == ["all", "vip"]
+    assert any("filtered out" in d.detail for d in await details_of(app, regular["transactionId"]))
+
+
+async def test_template_error_fails_the_step_not_the_worker(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    subscriber = await create_subscriber(api)
+    broken = {"name": "broken", "shouldStopOnFail": True, "template": {"type": "in_app", "content": "{% if %}"}}
+    workflow = await create_workflow(api, steps=[broken, IN_APP])
+    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"])
+    await worker.run_until_idle()
+    statuses = [j.status for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
+    assert statuses == ["failed", "canceled"]
+    details = [d.detail for d in await details_of(app, result["transactionId"])]
+    assert any(d.startswith("Template error") for d in details)
+    assert any("Workflow halted" in d for d in details)
+
+
+async def test_a_job_whose_worker_died_is_taken_by_another(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    from datetime import timedelta
+
+    from herald.engine import queue
+    from herald.kit.time import utcnow
+
+    subscriber = await create_subscriber(api)
+    workflow = await create_workflow(api, steps=[IN_APP])
+    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"])
+    await worker.run_until_idle()
+    step = next(j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step")
+    # Pretend another worker claimed the job and died: running, with a lease in the past.
+    async with app.state.sessionmaker() as session:
+        job = await session.get(Job, step.id)
+        job.status, job.locked_by, job.locked_until = "running", "dead-worker", utcnow() - timedelta(seconds=1)
+        await session.commit()
+    async with app.state.sessionmaker() as session, session.begin():
+        claimed = await queue.claim_jobs(session, "rescuer", 100, 30)
+    assert step.id in [job.id for job in claimed]
+    assert len(await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])) == 1
+    assert await session_count(app, subscriber["_id"]) == 1
+
+
+async def session_count(app: FastAPI, subscriber_id: str) -> int:
+    async with app.state.sessionmaker() as session:
+        return int(await session.scalar(select(func.count()).select_from(Subscriber).where(Subscriber.id == subscriber_id)) or 0)

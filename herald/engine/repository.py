@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, select, update
+from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -213,12 +213,13 @@ class EngineRepository:
             )
         ).scalar_one_or_none()
 
-    async def merged_payloads(self, master_id: str) -> list[dict[str, Any]]:
+    async def digest_payloads(self, master_id: str) -> list[dict[str, Any]]:
+        """The payloads of a digest: its own event's and every event merged into it, oldest trigger first."""
         result = await self.session.execute(
             select(Event.payload)
             .join(Job, Job.event_id == Event.id)
-            .where(Job.merged_into == master_id, Job.status == "merged")
-            .order_by(Job.created_at, Job.id)
+            .where(or_(Job.id == master_id, (Job.merged_into == master_id) & (Job.status == "merged")))
+            .order_by(Event.created_at, Event.id)
         )
         return [row[0] for row in result.all()]
 

@@ -104,7 +104,6 @@ class JobRunner:
                 row = await repository.get_tenant(job.environment_id, event.tenant["identifier"])
                 tenant = {"identifier": event.tenant["identifier"], "name": row.name if row else None, "data": (row.data if row else None) or {}}
             digest = await repository.digest_result_before(job.notification_id or "", job.step_index or 0)
-            await session.rollback()
         return StepContext(
             job=job,
             event=event,

@@ -1,9 +1,15 @@
 from __future__ import annotations
 
-from sqlalchemy import select
+from collections.abc import Sequence
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.models import Subscriber
+from herald.models import Integration, Message, Subscriber, TopicSubscriber
+
+# Bound parameters per IN (...) list: far below SQLite's and asyncpg's limits.
+LOOKUP_CHUNK = 1000
 
 
 class SubscriberRepository:
@@ -16,5 +22,102 @@ class SubscriberRepository:
             select(Subscriber).where(
                 Subscriber.environment_id == environment_id, Subscriber.subscriber_id == subscriber_id
             )
+        )
+        return result.scalar_one_or_none()
+
+    async def find_by_subscriber_ids(self, environment_id: str, subscriber_ids: Sequence[str]) -> list[Subscriber]:
+        """The environment's subscribers among ``subscriber_ids`` (callers' identifiers), in no order."""
+        found: list[Subscriber] = []
+        unique_ids = list(dict.fromkeys(subscriber_ids))
+        for start in range(0, len(unique_ids), LOOKUP_CHUNK):
+            chunk = unique_ids[start : start + LOOKUP_CHUNK]
+            result = await self.session.execute(
+                select(Subscriber).where(
+                    Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(chunk)
+                )
+            )
+            found.extend(result.scalars())
+        return found
+
+    async def get_by_ids(self, environment_id: str, ids: Sequence[str]) -> list[Subscriber]:
+        """The environment's subscribers with these internal ids (as ``iter_member_ids`` yields), ordered by id."""
+        found: list[Subscriber] = []
+        unique_ids = list(dict.fromkeys(ids))
+        for start in range(0, len(unique_ids), LOOKUP_CHUNK):
+            result = await self.session.execute(
+                select(Subscriber).where(
+                    Subscriber.environment_id == environment_id,
+                    Subscriber.id.in_(unique_ids[start : start + LOOKUP_CHUNK]),
+                )
+            )
+            found.extend(result.scalars())
+        return sorted(found, key=lambda subscriber: subscriber.id)
+
+    async def insert(self, subscriber: Subscriber) -> bool:
+        """Insert a new subscriber; False when its subscriberId was taken meanwhile (a concurrent create)."""
+        try:
+            async with self.session.begin_nested():
+                self.session.add(subscriber)
+                await self.session.flush()
+        except IntegrityError:
+            return False
+        return True
+
+    async def list_page(self, environment_id: str, *, offset: int, limit: int) -> Sequence[Subscriber]:
+        """Oldest first: pages stay put while new subscribers are added at the end."""
+        result = await self.session.execute(
+            select(Subscriber)
+            .where(Subscriber.environment_id == environment_id)
+            .order_by(Subscriber.created_at, Subscriber.id)
+            .offset(offset)
+            .limit(limit)
+        )
+        return result.scalars().all()
+
+    async def count(self, environment_id: str) -> int:
+        result = await self.session.execute(
+            select(func.count()).select_from(Subscriber).where(Subscriber.environment_id == environment_id)
+        )
+        return int(result.scalar_one())
+
+    async def topic_keys_of(self, environment_id: str, subscriber: Subscriber) -> list[str]:
+        result = await self.session.execute(
+            select(TopicSubscriber.topic_key)
+            .where(TopicSubscriber.environment_id == environment_id, TopicSubscriber.subscriber_id == subscriber.id)
+            .distinct()
+            .order_by(TopicSubscriber.topic_key)
+        )
+        return list(result.scalars())
+
+    async def delete_with_memberships_and_messages(self, subscriber: Subscriber) -> None:
+        """Remove the subscriber, its topic memberships and its messages (in the caller's transaction)."""
+        await self.session.execute(
+            delete(TopicSubscriber).where(
+                TopicSubscriber.environment_id == subscriber.environment_id,
+                TopicSubscriber.subscriber_id == subscriber.id,
+            )
+        )
+        await self.session.execute(
+            delete(Message).where(
+                Message.environment_id == subscriber.environment_id, Message.subscriber_id == subscriber.id
+            )
+        )
+        await self.session.delete(subscriber)
+        await self.session.flush()
+
+    async def find_active_integration(
+        self, environment_id: str, provider_id: str, identifier: str | None = None
+    ) -> Integration | None:
+        """The environment's newest active integration of a provider (and identifier, when given)."""
+        query = select(Integration).where(
+            Integration.environment_id == environment_id,
+            Integration.provider_id == provider_id,
+            Integration.active.is_(True),
+            Integration.deleted.is_(False),
+        )
+        if identifier is not None:
+            query = query.where(Integration.identifier == identifier)
+        result = await self.session.execute(
+            query.order_by(Integration.created_at.desc(), Integration.id.desc()).limit(1)
         )
         return result.scalar_one_or_none()

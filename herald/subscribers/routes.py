@@ -1,3 +1,169 @@
-from fastapi import APIRouter
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response
+
+from herald.kit.auth import PrincipalDep
+from herald.kit.db import SessionDep
+from herald.kit.pagination import PageDep, paginated
+from herald.kit.schemas import ERROR_RESPONSES, DataResponse, PaginatedResponse
+from herald.subscribers import service
+from herald.subscribers.schemas import (
+    ChatOrPushProviderId,
+    CreateSubscriberRequest,
+    RemoveSubscriberResponse,
+    Subscriber,
+    UpdateSubscriberChannelRequest,
+    UpdateSubscriberOnlineStatusRequest,
+    UpdateSubscriberRequest,
+)
+
+SubscriberIdPath = Annotated[str, Path(description="The identifier the subscriber was created with")]
+
+v1 = APIRouter(prefix="/v1/subscribers", tags=["Subscribers"], responses=ERROR_RESPONSES)
+v2 = APIRouter(prefix="/v2/subscribers", tags=["Subscribers"], responses=ERROR_RESPONSES)
+
+DELETED = RemoveSubscriberResponse(acknowledged=True, status="deleted")
+
+
+@v1.get("", response_model=PaginatedResponse[Subscriber], summary="List subscribers")
+async def list_subscribers(page: PageDep, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+    """The environment's subscribers, oldest first (new subscribers are added at the end, so pages stay put)."""
+    rows, total = await service.list_subscribers(session, principal, offset=page.offset, limit=page.limit)
+    return paginated([service.to_schema(row) for row in rows], page, total)
+
+
+@v1.post("", status_code=201, response_model=DataResponse[Subscriber], summary="Create or update a subscriber")
+async def upsert_subscriber(
+    body: CreateSubscriberRequest, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[Subscriber]:
+    """Creates the subscriber, or updates the one with this subscriberId: only the fields sent change."""
+    subscriber = await service.upsert_subscriber(session, principal, body)
+    return DataResponse(data=service.to_schema(subscriber))
+
+
+@v1.get("/{subscriberId}", response_model=DataResponse[Subscriber], summary="Get a subscriber")
+async def get_subscriber(
+    subscriberId: SubscriberIdPath,
+    session: SessionDep,
+    principal: PrincipalDep,
+    includeTopics: Annotated[bool, Query(description="Add the keys of the subscriber's topics")] = False,
+) -> DataResponse[Subscriber]:
+    subscriber, topics = await service.get_subscriber(session, principal, subscriberId, include_topics=includeTopics)
+    return DataResponse(data=service.to_schema(subscriber, topics))
+
+
+@v1.put("/{subscriberId}", response_model=DataResponse[Subscriber], summary="Update a subscriber")
+async def update_subscriber(
+    subscriberId: SubscriberIdPath, body: UpdateSubscriberRequest, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[Subscriber]:
+    subscriber = await service.update_subscriber(session, principal, subscriberId, body)
+    return DataResponse(data=service.to_schema(subscriber))
+
+
+@v1.delete("/{subscriberId}", response_model=DataResponse[RemoveSubscriberResponse], summary="Delete a subscriber")
+async def delete_subscriber(
+    subscriberId: SubscriberIdPath, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[RemoveSubscriberResponse]:
+    """Deletes the subscriber with its topic memberships and messages, for good."""
+    await service.delete_subscriber(session, principal, subscriberId)
+    return DataResponse(data=DELETED)
+
+
+@v1.put(
+    "/{subscriberId}/credentials",
+    response_model=DataResponse[Subscriber],
+    summary="Set a subscriber's provider credentials",
+)
+async def replace_subscriber_credentials(
+    subscriberId: SubscriberIdPath, body: UpdateSubscriberChannelRequest, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[Subscriber]:
+    """Replaces the credentials (device tokens included) the subscriber holds for the provider's integration."""
+    subscriber = await service.set_channel_credentials(session, principal, subscriberId, body, replace=True)
+    return DataResponse(data=service.to_schema(subscriber))
+
+
+@v1.patch(
+    "/{subscriberId}/credentials",
+    response_model=DataResponse[Subscriber],
+    summary="Add to a subscriber's provider credentials",
+)
+async def modify_subscriber_credentials(
+    subscriberId: SubscriberIdPath, body: UpdateSubscriberChannelRequest, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[Subscriber]:
+    """Merges the credentials in; device tokens are appended, without duplicates."""
+    subscriber = await service.set_channel_credentials(session, principal, subscriberId, body, replace=False)
+    return DataResponse(data=service.to_schema(subscriber))
+
+
+@v1.delete(
+    "/{subscriberId}/credentials/{providerId}",
+    status_code=204,
+    response_class=Response,
+    summary="Delete a subscriber's provider credentials",
+)
+async def delete_subscriber_credentials(
+    subscriberId: SubscriberIdPath, providerId: ChatOrPushProviderId, session: SessionDep, principal: PrincipalDep
+) -> Response:
+    await service.delete_channel_credentials(session, principal, subscriberId, providerId)
+    return Response(status_code=204)
+
+
+@v1.patch(
+    "/{subscriberId}/online-status",
+    response_model=DataResponse[Subscriber],
+    summary="Set a subscriber's online status",
+)
+async def update_subscriber_online_status(
+    subscriberId: SubscriberIdPath,
+    body: UpdateSubscriberOnlineStatusRequest,
+    session: SessionDep,
+    principal: PrincipalDep,
+) -> DataResponse[Subscriber]:
+    subscriber = await service.update_online_status(session, principal, subscriberId, body.isOnline)
+    return DataResponse(data=service.to_schema(subscriber))
+
+
+@v2.post("", status_code=201, response_model=DataResponse[Subscriber], summary="Create a subscriber")
+async def create_subscriber_v2(
+    body: CreateSubscriberRequest,
+    session: SessionDep,
+    principal: PrincipalDep,
+    failIfExists: Annotated[
+        bool, Query(description="Answer 409 instead of updating when the subscriberId already exists")
+    ] = False,
+) -> DataResponse[Subscriber]:
+    """Creates the subscriber; an existing one is updated unless ``failIfExists=true`` (then 409)."""
+    subscriber = await service.upsert_subscriber(session, principal, body, fail_if_exists=failIfExists)
+    return DataResponse(data=service.to_schema(subscriber))
+
+
+@v2.get("/{subscriberId}", response_model=DataResponse[Subscriber], summary="Get a subscriber")
+async def get_subscriber_v2(
+    subscriberId: SubscriberIdPath, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[Subscriber]:
+    subscriber, _ = await service.get_subscriber(session, principal, subscriberId)
+    return DataResponse(data=service.to_schema(subscriber))
+
+
+@v2.patch("/{subscriberId}", response_model=DataResponse[Subscriber], summary="Update a subscriber")
+async def patch_subscriber_v2(
+    subscriberId: SubscriberIdPath, body: UpdateSubscriberRequest, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[Subscriber]:
+    subscriber = await service.update_subscriber(session, principal, subscriberId, body)
+    return DataResponse(data=service.to_schema(subscriber))
+
+
+@v2.delete("/{subscriberId}", response_model=DataResponse[RemoveSubscriberResponse], summary="Delete a subscriber")
+async def delete_subscriber_v2(
+    subscriberId: SubscriberIdPath, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[RemoveSubscriberResponse]:
+    """Deletes the subscriber with its topic memberships and messages, for good."""
+    await service.delete_subscriber(session, principal, subscriberId)
+    return DataResponse(data=DELETED)
+
 
 router = APIRouter()
+router.include_router(v1)
+router.include_router(v2)

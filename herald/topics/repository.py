@@ -1,11 +1,22 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, func, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.models import Topic
+from herald.kit.ids import new_id
+from herald.models import Subscriber, Topic, TopicSubscriber
+
+# Rows per multi-row INSERT and values per IN (...) list: far below SQLite's
+# and asyncpg's bound-parameter limits.
+INSERT_CHUNK = 500
+LOOKUP_CHUNK = 1000
+MEMBER_BATCH = 1000
 
 
 class TopicRepository:
@@ -19,3 +30,162 @@ class TopicRepository:
             select(Topic.key).where(Topic.environment_id == environment_id, Topic.key.in_(list(keys)))
         )
         return set(result.scalars())
+
+    async def get_by_key(self, environment_id: str, key: str) -> Topic | None:
+        result = await self.session.execute(
+            select(Topic).where(Topic.environment_id == environment_id, Topic.key == key)
+        )
+        return result.scalar_one_or_none()
+
+    async def insert(self, topic: Topic) -> bool:
+        """Insert a new topic; False when its key was taken meanwhile (a concurrent create)."""
+        try:
+            async with self.session.begin_nested():
+                self.session.add(topic)
+                await self.session.flush()
+        except IntegrityError:
+            return False
+        return True
+
+    async def list_page(
+        self, environment_id: str, *, offset: int, limit: int, key: str | None = None, name: str | None = None
+    ) -> tuple[Sequence[Topic], int]:
+        """A page of topics, oldest first, and how many match in all."""
+        conditions = [Topic.environment_id == environment_id]
+        if key is not None:
+            conditions.append(Topic.key == key)
+        if name is not None:
+            conditions.append(Topic.name == name)
+        total = (await self.session.execute(select(func.count()).select_from(Topic).where(*conditions))).scalar_one()
+        result = await self.session.execute(
+            select(Topic).where(*conditions).order_by(Topic.created_at, Topic.id).offset(offset).limit(limit)
+        )
+        return result.scalars().all(), int(total)
+
+    async def delete(self, topic: Topic) -> None:
+        await self.session.delete(topic)
+        await self.session.flush()
+
+    async def has_members(self, topic: Topic) -> bool:
+        result = await self.session.execute(
+            select(TopicSubscriber.id).where(TopicSubscriber.topic_id == topic.id).limit(1)
+        )
+        return result.first() is not None
+
+    async def member_subscriber_ids(self, topic: Topic) -> list[str]:
+        """Every member's subscriberId (the caller's identifier), in the order they joined."""
+        result = await self.session.execute(
+            select(TopicSubscriber.external_subscriber_id)
+            .where(TopicSubscriber.topic_id == topic.id)
+            .order_by(TopicSubscriber.id)
+        )
+        return list(result.scalars())
+
+    async def first_member_subscriber_ids(self, topics: Sequence[Topic], limit: int) -> dict[str, list[str]]:
+        """Up to ``limit`` member subscriberIds of each topic, in the order they joined."""
+        members: dict[str, list[str]] = {topic.id: [] for topic in topics}
+        if not topics:
+            return members
+        position = (
+            func.row_number()
+            .over(partition_by=TopicSubscriber.topic_id, order_by=TopicSubscriber.id)
+            .label("position")
+        )
+        ranked = (
+            select(TopicSubscriber.topic_id, TopicSubscriber.external_subscriber_id, position)
+            .where(TopicSubscriber.topic_id.in_(list(members)))
+            .subquery()
+        )
+        result = await self.session.execute(
+            select(ranked.c.topic_id, ranked.c.external_subscriber_id)
+            .where(ranked.c.position <= limit)
+            .order_by(ranked.c.topic_id, ranked.c.position)
+        )
+        for topic_id, subscriber_id in result:
+            members[topic_id].append(subscriber_id)
+        return members
+
+    async def add_members(self, topic: Topic, subscribers: Sequence[Subscriber]) -> None:
+        """Make the subscribers members; ones that already are stay as they are."""
+        rows: list[dict[str, Any]] = [
+            {
+                "id": new_id(),
+                "topic_id": topic.id,
+                "environment_id": topic.environment_id,
+                "organization_id": topic.organization_id,
+                "subscriber_id": subscriber.id,
+                "external_subscriber_id": subscriber.subscriber_id,
+                "topic_key": topic.key,
+            }
+            for subscriber in subscribers
+        ]
+        insert = postgresql_insert if self.session.get_bind().dialect.name == "postgresql" else sqlite_insert
+        for start in range(0, len(rows), INSERT_CHUNK):
+            statement = insert(TopicSubscriber).values(rows[start : start + INSERT_CHUNK])
+            await self.session.execute(
+                statement.on_conflict_do_nothing(index_elements=["topic_id", "subscriber_id"])
+            )
+
+    async def remove_members(self, topic: Topic, subscriber_ids: Sequence[str]) -> None:
+        """Remove the members named by their subscriberIds; names that are not members are ignored."""
+        unique_ids = list(dict.fromkeys(subscriber_ids))
+        for start in range(0, len(unique_ids), LOOKUP_CHUNK):
+            await self.session.execute(
+                delete(TopicSubscriber).where(
+                    TopicSubscriber.topic_id == topic.id,
+                    TopicSubscriber.external_subscriber_id.in_(unique_ids[start : start + LOOKUP_CHUNK]),
+                )
+            )
+
+    async def get_membership(self, topic: Topic, subscriber: Subscriber) -> TopicSubscriber | None:
+        result = await self.session.execute(
+            select(TopicSubscriber).where(
+                TopicSubscriber.topic_id == topic.id, TopicSubscriber.subscriber_id == subscriber.id
+            )
+        )
+        return result.scalar_one_or_none()
+
+    async def iter_member_ids(
+        self,
+        environment_id: str,
+        *,
+        keys: Sequence[str] = (),
+        topic_ids: Sequence[str] = (),
+        batch_size: int = MEMBER_BATCH,
+    ) -> AsyncIterator[list[str]]:
+        """The internal ids of the members of the named topics, in batches.
+
+        Topics are named by key, by id, or both; unknown ones are skipped.
+        A subscriber in several of them comes once. Batches are ordered by
+        subscriber id and read with keyset pagination (``subscriber_id >
+        last``), so a 100k-member topic is walked without loading it whole
+        and without an OFFSET that grows with every page.
+        """
+        ids = set(topic_ids)
+        if keys:
+            result = await self.session.execute(
+                select(Topic.id).where(Topic.environment_id == environment_id, Topic.key.in_(list(keys)))
+            )
+            ids.update(result.scalars())
+        if not ids:
+            return
+        wanted = sorted(ids)
+        last: str | None = None
+        while True:
+            query = select(TopicSubscriber.subscriber_id).where(
+                TopicSubscriber.environment_id == environment_id, TopicSubscriber.topic_id.in_(wanted)
+            )
+            if last is not None:
+                query = query.where(TopicSubscriber.subscriber_id > last)
+            if len(wanted) > 1:
+                query = query.distinct()
+            result = await self.session.execute(
+                query.order_by(TopicSubscriber.subscriber_id).limit(batch_size)
+            )
+            batch = list(result.scalars())
+            if not batch:
+                return
+            yield batch
+            if len(batch) < batch_size:
+                return
+            last = batch[-1]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from herald.engine.repository import EngineRepository
-from herald.engine.schedule import ScheduleError, add_duration, next_timed_occurrence
+from herald.engine.schedule import ScheduleError, add_duration, next_timed_occurrence, subtract_duration
 from herald.engine.steps.base import Detail, StepContext, StepOutcome
 from herald.kit.time import isoformat
 
@@ -37,8 +37,7 @@ async def run(ctx: StepContext) -> StepOutcome:
     async with ctx.sessionmaker() as session:
         repository = EngineRepository(session)
         if (ctx.job.data or {}).get("digest_open"):
-            merged = await repository.merged_payloads(ctx.job.id)
-            events = [ctx.payload, *merged]
+            events = await repository.digest_payloads(ctx.job.id)
             return StepOutcome(
                 "completed",
                 details=[Detail("Success", f"Digest closed with {len(events)} events")],
@@ -48,7 +47,7 @@ async def run(ctx: StepContext) -> StepOutcome:
         kind = metadata.get("type", "regular")
         try:
             if kind == "backoff" or metadata.get("backoff"):
-                window_start = add_duration(ctx.now, -float(metadata.get("backoffAmount") or 0), metadata.get("backoffUnit") or "minutes")
+                window_start = subtract_duration(ctx.now, metadata.get("backoffAmount"), metadata.get("backoffUnit"))
                 if await repository.recent_digest_jobs(ctx.job, key, window_start) == 0:
                     return StepOutcome(
                         "skipped",

@@ -1,0 +1,1 @@
+"""The delivery engine: step filters, template rendering and delay/digest schedules."""

@@ -1,0 +1,744 @@
+"""Rendering step templates: Liquid, plus the Handlebars forms Novu v1 templates use.
+
+A template sees these variables (see docs/templates.md):
+
+* ``subscriber``: the recipient (firstName, lastName, email, phone, avatar,
+  locale, subscriberId, data, ...);
+* ``payload``: the trigger payload; its keys are also available bare, so
+  ``{{name}}`` means ``{{payload.name}}`` (a namespace wins over a payload key
+  of the same name);
+* ``step``: ``digest`` (bool), ``events`` (the digested payloads) and
+  ``total_count``;
+* ``tenant`` and ``actor`` when the trigger carried them; ``branding`` when known.
+
+Undefined variables render as empty strings; malformed templates raise
+:class:`TemplateError`. Compiled templates are cached (LRU) by source text.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from html.parser import HTMLParser
+from typing import Any, ClassVar
+
+from liquid import BoundTemplate, Environment, Markup
+from liquid.exceptions import LiquidError
+
+__all__ = [
+    "NAMESPACES",
+    "RenderedEmail",
+    "RenderedPush",
+    "TemplateError",
+    "html_to_text",
+    "render_chat",
+    "render_email",
+    "render_html",
+    "render_in_app",
+    "render_push",
+    "render_sms",
+    "render_text",
+    "safe_url",
+    "translate_handlebars",
+]
+
+NAMESPACES = frozenset({"subscriber", "payload", "step", "tenant", "actor", "branding"})
+"""Top-level variables that are never shadowed by payload keys."""
+
+COMPILED_CACHE_SIZE = 2048
+
+
+class TemplateError(Exception):
+    """A template that cannot be compiled or rendered; the message says where and why."""
+
+    def __init__(self, message: str, *, line: int | None = None, column: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+
+
+# --------------------------------------------------------------------------- Liquid set-up
+
+
+def _json_filter(value: object) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _titlecase_filter(value: object) -> str:
+    return " ".join(word[:1].upper() + word[1:].lower() for word in str(value).split(" "))
+
+
+class _Environment(Environment):
+    # Templates come from API users: bound the work one render may do.
+    loop_iteration_limit: ClassVar[int | None] = 100_000
+    output_stream_limit: ClassVar[int | None] = 5_000_000
+
+
+def _environment(*, autoescape: bool) -> Environment:
+    env = _Environment(autoescape=autoescape)
+    env.add_filter("json", _json_filter)
+    env.add_filter("titlecase", _titlecase_filter)
+    return env
+
+
+_TEXT_ENV = _environment(autoescape=False)
+_HTML_ENV = _environment(autoescape=True)
+
+
+def _error_position(err: LiquidError) -> tuple[int | None, int | None]:
+    context = err.context()
+    if context is None:
+        return None, None
+    line, column, *_ = context
+    return line, column + 1
+
+
+def _template_error(prefix: str, err: LiquidError) -> TemplateError:
+    line, column = _error_position(err)
+    where = f" at line {line}, column {column}" if line is not None else ""
+    return TemplateError(f"{prefix}: {err.message}{where}", line=line, column=column)
+
+
+@lru_cache(maxsize=COMPILED_CACHE_SIZE)
+def _compile(source: str, autoescape: bool) -> BoundTemplate:
+    liquid_source = translate_handlebars(source)
+    env = _HTML_ENV if autoescape else _TEXT_ENV
+    try:
+        return env.from_string(liquid_source)
+    except LiquidError as err:
+        raise _template_error("template syntax error", err) from None
+
+
+def _variables(context: Mapping[str, Any]) -> dict[str, Any]:
+    payload = context.get("payload")
+    if not isinstance(payload, Mapping):
+        payload = {}
+    variables: dict[str, Any] = {key: value for key, value in payload.items() if isinstance(key, str)}
+    for key, value in context.items():
+        if isinstance(key, str):
+            variables[key] = value
+    variables["payload"] = payload
+    variables.setdefault("subscriber", {})
+    return variables
+
+
+def _render(source: str, context: Mapping[str, Any], *, autoescape: bool, extra: Mapping[str, Any] | None = None) -> str:
+    if not isinstance(source, str):
+        raise TemplateError(f"template must be a string, got {type(source).__name__}")
+    if "{{" not in source and "{%" not in source:
+        # Nothing to evaluate; in HTML the literal text is the author's markup.
+        return source
+    template = _compile(source, autoescape)
+    variables = _variables(context)
+    if extra:
+        variables.update(extra)
+    try:
+        return template.render(**variables)
+    except LiquidError as err:
+        raise _template_error("template could not be rendered", err) from None
+
+
+def render_text(source: str, context: Mapping[str, Any]) -> str:
+    """Render ``source`` as plain text (no HTML escaping)."""
+    return _render(source, context, autoescape=False)
+
+
+def render_html(source: str, context: Mapping[str, Any]) -> str:
+    """Render ``source`` as HTML: variable values are escaped, the template's own markup is kept.
+
+    ``{{{x}}}`` (Handlebars) or ``{{ x | safe }}`` (Liquid) output a value unescaped.
+    """
+    return _render(source, context, autoescape=True)
+
+
+# --------------------------------------------------------------------------- Handlebars
+
+
+_RAW_BLOCK = re.compile(
+    r"(\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}|\{%-?\s*comment\s*-?%\}.*?\{%-?\s*endcomment\s*-?%\})",
+    re.S,
+)
+_MUSTACHE = re.compile(
+    r"\{\{!--.*?--\}\}"  # block comment, may contain "}}"
+    r"|\{\{(?P<triple>\{)?(?P<lws>[~-]?)(?P<body>.*?)(?P<rws>[~-]?)(?(triple)\}\}\}|\}\})",
+    re.S,
+)
+_ARG = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|\S+")
+_LIQUID_IDENT = re.compile(r"[A-Za-z_][\w-]*\??")
+_LIQUID_PATH = re.compile(
+    r"[A-Za-z_][\w-]*\??(?:\.[A-Za-z_][\w-]*\??|\[\d+\]|\[-\d+\]|\['[^']*'\]|\[\"[^\"]*\"\])*"
+)
+_HB_SEGMENT = re.compile(r"\[([^\]]*)\]|([^./\[\]]+)")
+_LITERAL = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|-?\d+(?:\.\d+)?|true|false|null|undefined|nil")
+_EACH_AS = re.compile(r"^(?P<path>\S+)\s+as\s+\|\s*(?P<name>[A-Za-z_][\w-]*)\s*\|$")
+
+_HELPER_FILTERS = {"uppercase": "upcase", "lowercase": "downcase", "titlecase": "titlecase", "json": "json"}
+_LOOP_VARIABLES = {"@index": "forloop.index0", "@first": "forloop.first", "@last": "forloop.last"}
+_NOT_REWRITTEN = NAMESPACES | {"forloop", "true", "false", "nil", "empty", "blank"}
+
+
+@dataclass
+class _Block:
+    kind: str  # if | unless | each | equals
+    loop_variable: str | None = None
+    block_parameter: bool = False
+    in_else: bool = False
+
+
+class _Translator:
+    def __init__(self) -> None:
+        self.blocks: list[_Block] = []
+
+    # Scopes are the loops whose item is the current context (not their {{else}} part).
+    @property
+    def scopes(self) -> list[_Block]:
+        return [block for block in self.blocks if block.kind == "each" and not block.in_else]
+
+    def mustache(self, match: re.Match[str]) -> str:
+        text = match.group(0)
+        if text.startswith("{{!--"):
+            return ""
+        body = (match.group("body") or "").strip()
+        left = "-" if match.group("lws") else ""
+        right = "-" if match.group("rws") else ""
+        if match.group("triple"):
+            return "{{" + left + " " + self.output(body) + " | safe " + right + "}}"
+        if body.startswith("!"):
+            return ""
+        if body.startswith("#"):
+            return self.open_block(body[1:].strip(), left, right)
+        if body.startswith("/"):
+            return self.close_block(body[1:].strip(), left, right)
+        if body == "else" or body == "^" or body.startswith("else "):
+            return self.else_branch(body, left, right)
+        if body.startswith(">"):
+            raise TemplateError(f"Handlebars partials are not supported: '{{{{{body}}}}}'")
+        return "{{" + left + " " + self.output(body) + " " + right + "}}"
+
+    def output(self, body: str) -> str:
+        if not body:
+            raise TemplateError("empty output tag '{{}}'")
+        if _LIQUID_PATH.fullmatch(body) or _LITERAL.fullmatch(body):
+            return self.path(body)
+        if "|" in body:
+            # Liquid filters: only the leading variable needs the loop scope.
+            head, _, filters = body.partition("|")
+            if self.scopes and _LIQUID_PATH.fullmatch(head.strip()):
+                return f"{self.path(head.strip())} |{filters}"
+            return body
+        args = _ARG.findall(body)
+        if len(args) == 1:
+            return self.path(args[0])
+        helper, *rest = args
+        if helper in _HELPER_FILTERS:
+            if len(rest) != 1:
+                raise TemplateError(f"Handlebars helper '{helper}' takes one argument: '{{{{{body}}}}}'")
+            return f"{self.path(rest[0])} | {_HELPER_FILTERS[helper]}"
+        supported = ", ".join(sorted(_HELPER_FILTERS))
+        raise TemplateError(f"unsupported Handlebars helper '{helper}' in '{{{{{body}}}}}' (supported: {supported})")
+
+    def truthy(self, argument: str) -> str:
+        value = self.path(argument)
+        # Handlebars treats "", 0, [] and null as false; Liquid only nil and false.
+        return f"{value} and {value} != blank and {value} != 0"
+
+    def single_argument(self, helper: str, arguments: str) -> str:
+        args = _ARG.findall(arguments)
+        if len(args) != 1 or args[0].startswith("("):
+            raise TemplateError(f"'{{{{#{helper}}}}}' takes exactly one variable, got '{arguments}'")
+        return args[0]
+
+    def open_block(self, body: str, left: str, right: str) -> str:
+        helper, _, arguments = body.replace("\n", " ").replace("\t", " ").partition(" ")
+        arguments = arguments.strip()
+        if helper in ("if", "unless"):
+            condition = self.truthy(self.single_argument(helper, arguments))
+            self.blocks.append(_Block(helper))
+            return "{%" + left + f" {helper} {condition} " + right + "%}"
+        if helper == "each":
+            named = _EACH_AS.match(arguments)
+            source = named.group("path") if named else self.single_argument(helper, arguments)
+            collection = self.path(source)
+            if named:
+                block = _Block("each", named.group("name"), block_parameter=True)
+            else:
+                block = _Block("each", f"_hb{len(self.scopes) + 1}")
+            self.blocks.append(block)
+            return "{%" + left + f" for {block.loop_variable} in {collection} " + right + "%}"
+        if helper == "equals":
+            args = _ARG.findall(arguments)
+            if len(args) != 2:
+                raise TemplateError(f"'{{{{#equals}}}}' takes two values, got '{arguments}'")
+            self.blocks.append(_Block("equals"))
+            return "{%" + left + f" if {self.path(args[0])} == {self.path(args[1])} " + right + "%}"
+        raise TemplateError(
+            f"unsupported Handlebars block '{{{{#{helper}}}}}' (supported: #if, #unless, #each, #equals)"
+        )
+
+    def close_block(self, name: str, left: str, right: str) -> str:
+        if not self.blocks:
+            raise TemplateError(f"'{{{{/{name}}}}}' closes a block that was never opened")
+        block = self.blocks.pop()
+        if block.kind != name:
+            raise TemplateError(f"'{{{{/{name}}}}}' closes '{{{{#{block.kind}}}}}'")
+        end = {"if": "endif", "equals": "endif", "unless": "endunless", "each": "endfor"}[block.kind]
+        return "{%" + left + f" {end} " + right + "%}"
+
+    def else_branch(self, body: str, left: str, right: str) -> str:
+        if not self.blocks:
+            raise TemplateError("'{{else}}' outside of a block")
+        block = self.blocks[-1]
+        if block.in_else:
+            raise TemplateError(f"second '{{{{else}}}}' in '{{{{#{block.kind}}}}}'")
+        condition = body[len("else") :].strip() if body.startswith("else") else ""
+        if condition:
+            keyword, _, argument = condition.replace("\n", " ").partition(" ")
+            if keyword != "if" or block.kind not in ("if", "equals"):
+                raise TemplateError(f"unsupported '{{{{{body}}}}}' in '{{{{#{block.kind}}}}}'")
+            return "{%" + left + f" elsif {self.truthy(self.single_argument('if', argument.strip()))} " + right + "%}"
+        block.in_else = True
+        return "{%" + left + " else " + right + "%}"
+
+    def path(self, token: str) -> str:
+        """A Handlebars path or literal as a Liquid expression, resolved against the loop scopes."""
+        if _LITERAL.fullmatch(token):
+            return "nil" if token in ("null", "undefined") else token
+        if token in _LOOP_VARIABLES:
+            if not self.scopes:
+                raise TemplateError(f"'{token}' is only available inside '{{{{#each}}}}'")
+            return _LOOP_VARIABLES[token]
+        if token.startswith("@root."):
+            return _hb_path(token[len("@root.") :], token)
+        if token.startswith("@"):
+            raise TemplateError(f"unsupported Handlebars data variable '{token}'")
+        scopes = self.scopes
+        ups = 0
+        rest = token
+        while rest.startswith("../"):
+            ups += 1
+            rest = rest[3:]
+        if rest.startswith("./"):
+            rest = rest[2:]
+        if rest == "this" or rest.startswith(("this.", "this/", "this[")):
+            rest = rest[4:]
+            if rest.startswith((".", "/")):
+                rest = rest[1:]
+            explicit_this = True
+        else:
+            explicit_this = False
+        if ups:
+            index = len(scopes) - 1 - ups
+            base = scopes[index].loop_variable if index >= 0 else None
+        elif explicit_this:
+            base = scopes[-1].loop_variable if scopes else None
+        elif scopes:
+            first = _first_segment(rest)
+            named = {block.loop_variable for block in scopes if block.block_parameter}
+            base = None if first in _NOT_REWRITTEN or first in named else scopes[-1].loop_variable
+        else:
+            base = None
+        if not rest:
+            return base if base else "''"
+        expression = rest if _LIQUID_PATH.fullmatch(rest) else _hb_path(rest, token, nested=base is not None)
+        if base is None:
+            return expression
+        return f"{base}{expression}" if expression.startswith("[") else f"{base}.{expression}"
+
+
+def _first_segment(path: str) -> str:
+    match = _LIQUID_IDENT.match(path)
+    return match.group(0) if match else ""
+
+
+def _hb_path(path: str, original: str, *, nested: bool = False) -> str:
+    """``a.[b c].0`` / ``a/b`` (Handlebars) as ``a['b c'][0]`` (Liquid).
+
+    ``nested`` paths continue a loop variable, so they may start with an index.
+    """
+    segments = [bracketed or plain for bracketed, plain in _HB_SEGMENT.findall(path)]
+    if not segments:
+        raise TemplateError(f"cannot read variable '{original}'")
+    parts: list[str] = []
+    for position, segment in enumerate(segments):
+        if _LIQUID_IDENT.fullmatch(segment):
+            parts.append(segment if position == 0 else f".{segment}")
+        elif segment.isdigit():
+            parts.append(f"[{segment}]")
+        else:
+            quoted = segment.replace("\\", "\\\\").replace("'", "\\'")
+            parts.append(f"['{quoted}']")
+    expression = "".join(parts)
+    if expression.startswith("[") and not nested:
+        raise TemplateError(f"cannot read variable '{original}': it must start with a name")
+    return expression
+
+
+def translate_handlebars(source: str) -> str:
+    """Rewrite the Handlebars constructs of Novu v1 templates as Liquid.
+
+    Supported: ``{{#if x}}`` / ``{{else if y}}`` / ``{{else}}`` / ``{{/if}}``,
+    ``{{#unless x}}``, ``{{#each list}}`` (and ``as |item|``; ``{{else}}`` for an
+    empty list), ``{{#equals a b}}``, ``this``, ``../``, ``@root.``, ``@index``,
+    ``@first``, ``@last``, ``{{{raw}}}``, ``{{! comments }}``, ``~`` whitespace
+    control, ``a.[0]`` / ``a.0`` segments, and the helpers ``uppercase``,
+    ``lowercase``, ``titlecase`` and ``json``. Inside ``{{#each}}`` a bare name is
+    read from the current item, except the namespaces (subscriber, payload, ...).
+    Anything else Handlebars-only raises :class:`TemplateError`. Liquid syntax
+    passes through unchanged; ``{% raw %}`` blocks are left alone.
+    """
+    translator = _Translator()
+    pieces = _RAW_BLOCK.split(source)
+    offset = 0
+    for index, piece in enumerate(pieces):
+        if index % 2 == 0:
+            pieces[index] = _MUSTACHE.sub(_positioned(translator, source, offset), piece)
+        offset += len(piece)
+    if translator.blocks:
+        raise TemplateError(f"'{{{{#{translator.blocks[-1].kind}}}}}' block is never closed")
+    return "".join(pieces)
+
+
+def _positioned(translator: _Translator, source: str, offset: int) -> Callable[[re.Match[str]], str]:
+    def replace(match: re.Match[str]) -> str:
+        try:
+            return translator.mustache(match)
+        except TemplateError as err:
+            start = offset + match.start()
+            line = source.count("\n", 0, start) + 1
+            column = start - (source.rfind("\n", 0, start) + 1) + 1
+            raise TemplateError(f"{err.message} at line {line}, column {column}", line=line, column=column) from None
+
+    return replace
+
+
+# --------------------------------------------------------------------------- URLs and text
+
+
+_UNSAFE_SCHEMES = ("javascript:", "vbscript:", "data:")
+
+
+def safe_url(url: str) -> str:
+    """The URL, or ``#`` when it would run script (javascript:, vbscript:, data:)."""
+    stripped = url.strip()
+    compact = re.sub(r"[\x00-\x20]+", "", stripped).lower()
+    if compact.startswith(_UNSAFE_SCHEMES):
+        return "#"
+    return stripped
+
+
+class _TextExtractor(HTMLParser):
+    _SKIPPED = {"script", "style", "head", "title", "template"}
+    _VOID = {"br", "img", "hr", "meta", "link", "input", "area", "base", "col", "embed", "source", "wbr"}
+    _PARAGRAPHS = {"p", "h1", "h2", "h3", "h4", "h5", "h6", "table", "ul", "ol", "blockquote", "pre", "hr"}
+    _LINES = {"div", "tr", "section", "article", "header", "footer", "td", "th", "center"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.skip_stack: list[str] = []
+        self.links: list[tuple[str, int]] = []
+        self.preformatted = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.skip_stack:
+            if tag == self.skip_stack[-1] and tag not in self._VOID:
+                self.skip_stack.append(tag)
+            return
+        style = (dict(attrs).get("style") or "").replace(" ", "").lower()
+        if tag in self._SKIPPED or ("display:none" in style and tag not in self._VOID):
+            self.skip_stack.append(tag)
+            return
+        if tag == "pre":
+            self.preformatted += 1
+        if tag == "br":
+            self.parts.append("\n")
+        elif tag == "li":
+            self.parts.append("\n- ")
+        elif tag in self._PARAGRAPHS:
+            self.parts.append("\n\n")
+        elif tag in self._LINES:
+            self.parts.append("\n")
+        elif tag == "a":
+            self.links.append((dict(attrs).get("href") or "", len(self.parts)))
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.skip_stack:
+            if tag == self.skip_stack[-1]:
+                self.skip_stack.pop()
+            return
+        if tag == "pre" and self.preformatted:
+            self.preformatted -= 1
+        if tag in self._PARAGRAPHS:
+            self.parts.append("\n\n")
+        elif tag in self._LINES:
+            self.parts.append("\n")
+        elif tag == "a" and self.links:
+            href, start = self.links.pop()
+            label = "".join(self.parts[start:]).strip()
+            if href and href != "#" and not href.startswith("mailto:") and href != label:
+                self.parts.append(f" ({href})")
+
+    def handle_data(self, data: str) -> None:
+        if self.skip_stack:
+            return
+        # Source line breaks are whitespace in HTML; only tags break lines (except in <pre>).
+        self.parts.append(data if self.preformatted else re.sub(r"[ \t\r\n\f\v]+", " ", data))
+
+
+def html_to_text(markup: str) -> str:
+    """A readable plain-text version of an HTML fragment or document."""
+    extractor = _TextExtractor()
+    extractor.feed(markup)
+    extractor.close()
+    text = "".join(extractor.parts).replace("\xa0", " ")
+    lines = [re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in text.split("\n")]
+    text = "\n".join(lines)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def _single_line(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+# --------------------------------------------------------------------------- Email
+
+
+@dataclass(frozen=True)
+class RenderedEmail:
+    subject: str
+    html: str
+    text: str
+
+
+_TEXT_ALIGN = {"left", "center", "right"}
+_HEX_COLOR = re.compile(r"#[0-9a-fA-F]{3}(?:[0-9a-fA-F]{3})?")
+DEFAULT_BUTTON_COLOR = "#2563eb"
+_FONT = "-apple-system,BlinkMacSystemFont,'Segoe UI',Roboto,Helvetica,Arial,sans-serif"
+_LAYOUT_BODY = re.compile(r"\{\{\{?[~-]?\s*body\b")
+_FULL_DOCUMENT = re.compile(r"^\s*(?:<!--.*?-->\s*)*<(?:!doctype|html)\b", re.I | re.S)
+
+
+def _button_color(context: Mapping[str, Any]) -> str:
+    branding = context.get("branding")
+    color = branding.get("color") if isinstance(branding, Mapping) else None
+    return color if isinstance(color, str) and _HEX_COLOR.fullmatch(color) else DEFAULT_BUTTON_COLOR
+
+
+def _alignment(block: Mapping[str, Any], default: str) -> str:
+    styles = block.get("styles")
+    align = styles.get("textAlign") if isinstance(styles, Mapping) else None
+    return align if align in _TEXT_ALIGN else default
+
+
+def _render_blocks(blocks: Sequence[Any], context: Mapping[str, Any]) -> tuple[str, str]:
+    """The blocks as (HTML body, plain text)."""
+    html_parts: list[str] = []
+    text_parts: list[str] = []
+    color = _button_color(context)
+    for number, block in enumerate(blocks, start=1):
+        if not isinstance(block, Mapping):
+            raise TemplateError(f"email block {number} must be an object")
+        kind = block.get("type")
+        content = block.get("content", "")
+        if content is None:
+            content = ""
+        if not isinstance(content, str):
+            raise TemplateError(f"email block {number} content must be a string")
+        try:
+            if kind == "text":
+                align = _alignment(block, "left")
+                rendered = render_html(content, context).replace("\r\n", "\n").replace("\n", "<br>\n")
+                html_parts.append(f'<p style="margin:0 0 16px;text-align:{align};">{rendered}</p>')
+                text_parts.append(html_to_text(rendered))
+            elif kind == "button":
+                align = _alignment(block, "center")
+                label = render_html(content, context)
+                raw_url = block.get("url")
+                url = safe_url(render_text(raw_url, context)) if isinstance(raw_url, str) and raw_url.strip() else ""
+                button_style = (
+                    f"display:inline-block;padding:12px 24px;background-color:{color};color:#ffffff;"
+                    "text-decoration:none;border-radius:6px;font-weight:600;"
+                )
+                if url:
+                    element = (
+                        f'<a href="{html.escape(url, quote=True)}" target="_blank" rel="noopener" '
+                        f'style="{button_style}">{label}</a>'
+                    )
+                else:
+                    element = f'<span style="{button_style}">{label}</span>'
+                html_parts.append(
+                    '<table role="presentation" width="100%" cellpadding="0" cellspacing="0" border="0">'
+                    f'<tr><td align="{align}" style="padding:8px 0 16px;">{element}</td></tr></table>'
+                )
+                label_text = html_to_text(label)
+                text_parts.append(f"{label_text}: {url}" if url and url != "#" else label_text)
+            else:
+                raise TemplateError(f"email block {number} has unsupported type {kind!r} (expected 'text' or 'button')")
+        except TemplateError as err:
+            if err.message.startswith("email block"):
+                raise
+            raise TemplateError(f"email block {number}: {err.message}", line=err.line, column=err.column) from None
+    return "\n".join(html_parts), "\n\n".join(part for part in text_parts if part)
+
+
+def _default_layout(body: str, subject: str, preheader: str) -> str:
+    hidden = (
+        '<div style="display:none;max-height:0;max-width:0;overflow:hidden;opacity:0;mso-hide:all;">'
+        f"{html.escape(preheader)}</div>\n"
+        if preheader
+        else ""
+    )
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        '<meta name="x-apple-disable-message-reformatting">\n'
+        f"<title>{html.escape(subject)}</title>\n"
+        "<style>\n"
+        "@media only screen and (max-width: 620px) {\n"
+        "  .herald-content { padding: 20px 16px !important; }\n"
+        "  .herald-outer { padding: 0 !important; }\n"
+        "}\n"
+        "</style>\n</head>\n"
+        '<body style="margin:0;padding:0;background-color:#f4f4f5;">\n'
+        f"{hidden}"
+        '<table role="presentation" width="100%" cellpadding="0" cellspacing="0" border="0" '
+        'style="background-color:#f4f4f5;">\n'
+        '<tr><td class="herald-outer" align="center" style="padding:24px 12px;">\n'
+        '<table role="presentation" width="100%" cellpadding="0" cellspacing="0" border="0" '
+        'style="max-width:600px;background-color:#ffffff;border-radius:8px;">\n'
+        f'<tr><td class="herald-content" style="padding:32px;font-family:{_FONT};font-size:16px;'
+        'line-height:1.5;color:#18181b;">\n'
+        f"{body}\n"
+        "</td></tr>\n</table>\n</td></tr>\n</table>\n</body>\n</html>\n"
+    )
+
+
+def render_email(
+    content: str | Sequence[Mapping[str, Any]],
+    subject: str | None,
+    context: Mapping[str, Any],
+    layout: str | None = None,
+    preheader: str | None = None,
+) -> RenderedEmail:
+    """Render an email step.
+
+    ``content`` is custom HTML (contentType customHtml) or a list of EmailBlock
+    objects (``text`` blocks become paragraphs, ``button`` blocks links styled as
+    buttons). The body is placed in ``layout`` when given (a template that must
+    output ``{{{body}}}``; it also sees ``subject`` and ``preheader``), otherwise in
+    a responsive default layout, except custom HTML that is already a whole
+    document (``<html>``/``<!DOCTYPE>``), which is sent as written. The text part
+    comes from the blocks, or from the custom HTML with its tags stripped.
+    """
+    rendered_subject = _single_line(render_text(subject, context)) if subject else ""
+    rendered_preheader = _single_line(render_text(preheader, context)) if preheader else ""
+    if isinstance(content, str):
+        body = render_html(content, context)
+        text = html_to_text(body)
+        whole_document = bool(_FULL_DOCUMENT.match(body))
+    elif isinstance(content, Sequence):
+        body, text = _render_blocks(content, context)
+        whole_document = False
+    elif content is None:
+        body, text, whole_document = "", "", False
+    else:
+        raise TemplateError(f"email content must be HTML or a list of blocks, got {type(content).__name__}")
+
+    if layout is not None:
+        if not isinstance(layout, str) or not _LAYOUT_BODY.search(layout):
+            raise TemplateError("email layout must output the content with {{{body}}}")
+        try:
+            document = _render(
+                layout,
+                context,
+                autoescape=True,
+                extra={"body": Markup(body), "subject": rendered_subject, "preheader": rendered_preheader},
+            )
+        except TemplateError as err:
+            raise TemplateError(f"email layout: {err.message}", line=err.line, column=err.column) from None
+    elif whole_document:
+        document = body
+    else:
+        document = _default_layout(body, rendered_subject, rendered_preheader)
+    return RenderedEmail(subject=rendered_subject, html=document, text=text)
+
+
+# --------------------------------------------------------------------------- Other channels
+
+
+def render_in_app(template: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
+    """Render an in-app step: ``content``, ``subject``/``title`` when present, and ``cta``.
+
+    Text is HTML-escaped, as Novu's Handlebars does for in-app content (the Inbox
+    displays it as HTML). The CTA's ``data.url`` is rendered as text and passed
+    through :func:`safe_url`; button ``content``/``resultContent`` are rendered.
+    """
+    if not isinstance(template, Mapping):
+        raise TemplateError("in-app template must be an object")
+    content = template.get("content")
+    if content is None:
+        content = ""
+    if not isinstance(content, str):
+        raise TemplateError("in-app content must be a string")
+    result: dict[str, Any] = {"content": render_html(content, context)}
+    for key in ("subject", "title"):
+        value = template.get(key)
+        if isinstance(value, str):
+            result[key] = render_html(value, context)
+    cta = template.get("cta")
+    if isinstance(cta, Mapping):
+        result["cta"] = _render_cta(cta, context)
+    return result
+
+
+def _render_cta(cta: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
+    rendered: dict[str, Any] = dict(cta)
+    data = cta.get("data")
+    if isinstance(data, Mapping):
+        rendered_data = dict(data)
+        url = data.get("url")
+        if isinstance(url, str):
+            rendered_data["url"] = safe_url(render_text(url, context)) if url.strip() else ""
+        rendered["data"] = rendered_data
+    action = cta.get("action")
+    if isinstance(action, Mapping) and isinstance(action.get("buttons"), list):
+        buttons = []
+        for button in action["buttons"]:
+            if isinstance(button, Mapping):
+                button = dict(button)
+                for key in ("content", "resultContent"):
+                    if isinstance(button.get(key), str):
+                        button[key] = render_html(button[key], context)
+            buttons.append(button)
+        rendered["action"] = {**action, "buttons": buttons}
+    return rendered
+
+
+def render_sms(content: str, context: Mapping[str, Any]) -> str:
+    """SMS body as plain text."""
+    return render_text(content or "", context)
+
+
+def render_chat(content: str, context: Mapping[str, Any]) -> str:
+    """Chat message as plain text (the provider applies its own formatting)."""
+    return render_text(content or "", context)
+
+
+@dataclass(frozen=True)
+class RenderedPush:
+    title: str
+    content: str
+
+
+def render_push(title: str | None, content: str | None, context: Mapping[str, Any]) -> RenderedPush:
+    """Push notification title and body as plain text."""
+    return RenderedPush(
+        title=_single_line(render_text(title or "", context)),
+        content=render_text(content or "", context),
+    )

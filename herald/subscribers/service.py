@@ -1,0 +1,289 @@
+"""Subscriber use cases.
+
+Writes follow Novu's upsert rules: only the attributes present in a body
+change (an explicit null clears one), ``data`` is replaced as a whole, and
+every change bumps ``__v``. Channel credentials belong to one active
+integration of a chat or push provider; an entry is matched by provider and
+integration, as Novu does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.kit.auth import Principal
+from herald.kit.errors import ConflictError, NotFoundError, UnprocessableError
+from herald.kit.time import isoformat, utcnow
+from herald.models import Subscriber
+from herald.subscribers.repository import SubscriberRepository
+from herald.subscribers.schemas import (
+    MAX_DEVICE_TOKENS,
+    CreateSubscriberRequest,
+    SubscriberFieldsRequest,
+    UpdateSubscriberChannelRequest,
+)
+from herald.subscribers.schemas import Subscriber as SubscriberSchema
+
+# Request attribute -> column.
+ATTRIBUTES = {
+    "firstName": "first_name",
+    "lastName": "last_name",
+    "email": "email",
+    "phone": "phone",
+    "avatar": "avatar",
+    "locale": "locale",
+    "timezone": "timezone",
+    "data": "data",
+}
+
+
+def not_found_message(subscriber_id: str) -> str:
+    return f"Subscriber: {subscriber_id} was not found"
+
+
+def to_schema(subscriber: Subscriber, topics: list[str] | None = None) -> SubscriberSchema:
+    values: dict[str, Any] = {
+        "_id": subscriber.id,
+        "firstName": subscriber.first_name,
+        "lastName": subscriber.last_name,
+        "email": subscriber.email,
+        "phone": subscriber.phone,
+        "avatar": subscriber.avatar,
+        "locale": subscriber.locale,
+        "channels": subscriber.channels or [],
+        "isOnline": subscriber.is_online,
+        "lastOnlineAt": isoformat(subscriber.last_online_at),
+        "__v": subscriber.version,
+        "data": subscriber.data,
+        "timezone": subscriber.timezone,
+        "subscriberId": subscriber.subscriber_id,
+        "_organizationId": subscriber.organization_id,
+        "_environmentId": subscriber.environment_id,
+        "deleted": bool(subscriber.deleted),
+        "createdAt": isoformat(subscriber.created_at),
+        "updatedAt": isoformat(subscriber.updated_at),
+    }
+    if topics is not None:
+        values["topics"] = topics
+    return SubscriberSchema.model_validate(values)
+
+
+async def require_subscriber(session: AsyncSession, principal: Principal, subscriber_id: str) -> Subscriber:
+    subscriber = await SubscriberRepository(session).get_by_subscriber_id(principal.environment_id, subscriber_id)
+    if subscriber is None:
+        raise NotFoundError(not_found_message(subscriber_id))
+    return subscriber
+
+
+async def get_subscriber(
+    session: AsyncSession, principal: Principal, subscriber_id: str, *, include_topics: bool = False
+) -> tuple[Subscriber, list[str] | None]:
+    subscriber = await require_subscriber(session, principal, subscriber_id)
+    topics = None
+    if include_topics:
+        topics = await SubscriberRepository(session).topic_keys_of(principal.environment_id, subscriber)
+    return subscriber, topics
+
+
+async def list_subscribers(
+    session: AsyncSession, principal: Principal, *, offset: int, limit: int
+) -> tuple[Sequence[Subscriber], int]:
+    repository = SubscriberRepository(session)
+    rows = await repository.list_page(principal.environment_id, offset=offset, limit=limit)
+    return rows, await repository.count(principal.environment_id)
+
+
+def _dedupe(tokens: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(tokens))
+
+
+async def _channels_with(
+    repository: SubscriberRepository,
+    principal: Principal,
+    channels: list[dict[str, Any]],
+    request: UpdateSubscriberChannelRequest,
+    *,
+    replace: bool,
+) -> list[dict[str, Any]]:
+    """The channel list after setting one provider's credentials.
+
+    ``replace`` (PUT) makes the given credentials the entry's whole
+    credentials; otherwise (PATCH, upserts) they are merged in and device
+    tokens are appended, without duplicates.
+    """
+    integration = await repository.find_active_integration(
+        principal.environment_id, request.providerId, request.integrationIdentifier
+    )
+    if integration is None:
+        message = f"No active integration found for provider {request.providerId}"
+        if request.integrationIdentifier is not None:
+            message += f" with identifier {request.integrationIdentifier}"
+        raise UnprocessableError(message)
+
+    given = request.credentials.given()
+    if "deviceTokens" in given:
+        given["deviceTokens"] = _dedupe(given["deviceTokens"])
+    updated: list[dict[str, Any]] = []
+    matched = False
+    for entry in channels:
+        if entry.get("providerId") == request.providerId and entry.get("_integrationId") == integration.id:
+            matched = True
+            if replace:
+                credentials = given
+            else:
+                credentials = {**entry.get("credentials", {}), **given}
+                if "deviceTokens" in given:
+                    existing = entry.get("credentials", {}).get("deviceTokens") or []
+                    credentials["deviceTokens"] = _dedupe([*existing, *given["deviceTokens"]])
+            entry = {**entry, "integrationIdentifier": integration.identifier, "credentials": credentials}
+        updated.append(entry)
+    if not matched:
+        updated.append(
+            {
+                "providerId": request.providerId,
+                "_integrationId": integration.id,
+                "integrationIdentifier": integration.identifier,
+                "credentials": given,
+            }
+        )
+    for entry in updated:
+        tokens = entry["credentials"].get("deviceTokens") or []
+        if len(tokens) > MAX_DEVICE_TOKENS:
+            raise UnprocessableError(
+                f"Device tokens limit exceeded. Maximum allowed tokens per subscriber channel is "
+                f"{MAX_DEVICE_TOKENS}, but got {len(tokens)} tokens."
+            )
+    return updated
+
+
+async def _apply(
+    repository: SubscriberRepository,
+    principal: Principal,
+    subscriber: Subscriber,
+    request: SubscriberFieldsRequest,
+) -> bool:
+    """Set the attributes present in the body; True when anything changed."""
+    changed = False
+    given = request.model_fields_set
+    for field, column in ATTRIBUTES.items():
+        if field not in given:
+            continue
+        value = getattr(request, field)
+        if field == "data" and value is not None:
+            value = dict(value)
+        if getattr(subscriber, column) != value:
+            setattr(subscriber, column, value)
+            changed = True
+    if request.channels:
+        channels = list(subscriber.channels or [])
+        for channel in request.channels:
+            channels = await _channels_with(repository, principal, channels, channel, replace=False)
+        if channels != (subscriber.channels or []):
+            subscriber.channels = channels
+            changed = True
+    return changed
+
+
+def _touch(subscriber: Subscriber) -> None:
+    subscriber.version = (subscriber.version or 0) + 1
+    subscriber.updated_at = utcnow()
+
+
+async def upsert_subscriber(
+    session: AsyncSession, principal: Principal, request: CreateSubscriberRequest, *, fail_if_exists: bool = False
+) -> Subscriber:
+    """Create the subscriber, or update the one with this subscriberId.
+
+    ``fail_if_exists`` turns an existing subscriber into a 409 instead.
+    """
+    repository = SubscriberRepository(session)
+    existing = await repository.get_by_subscriber_id(principal.environment_id, request.subscriberId)
+    if existing is None:
+        now = utcnow()
+        subscriber = Subscriber(
+            environment_id=principal.environment_id,
+            organization_id=principal.organization_id,
+            subscriber_id=request.subscriberId,
+            channels=[],
+            deleted=False,
+            version=0,
+            created_at=now,
+            updated_at=now,
+        )
+        await _apply(repository, principal, subscriber, request)
+        if await repository.insert(subscriber):
+            return subscriber
+        # Created by a concurrent request since the lookup: update that one.
+        existing = await repository.get_by_subscriber_id(principal.environment_id, request.subscriberId)
+        assert existing is not None
+    if fail_if_exists:
+        raise ConflictError(f'Subscriber with id "{request.subscriberId}" already exists')
+    if await _apply(repository, principal, existing, request):
+        _touch(existing)
+        await session.flush()
+    return existing
+
+
+async def update_subscriber(
+    session: AsyncSession, principal: Principal, subscriber_id: str, request: SubscriberFieldsRequest
+) -> Subscriber:
+    subscriber = await require_subscriber(session, principal, subscriber_id)
+    if await _apply(SubscriberRepository(session), principal, subscriber, request):
+        _touch(subscriber)
+        await session.flush()
+    return subscriber
+
+
+async def delete_subscriber(session: AsyncSession, principal: Principal, subscriber_id: str) -> None:
+    """Hard delete: the subscriber, its topic memberships and its messages go together."""
+    subscriber = await require_subscriber(session, principal, subscriber_id)
+    await SubscriberRepository(session).delete_with_memberships_and_messages(subscriber)
+
+
+async def set_channel_credentials(
+    session: AsyncSession,
+    principal: Principal,
+    subscriber_id: str,
+    request: UpdateSubscriberChannelRequest,
+    *,
+    replace: bool,
+) -> Subscriber:
+    subscriber = await require_subscriber(session, principal, subscriber_id)
+    current = list(subscriber.channels or [])
+    channels = await _channels_with(SubscriberRepository(session), principal, current, request, replace=replace)
+    if channels != current:
+        subscriber.channels = channels
+        _touch(subscriber)
+        await session.flush()
+    return subscriber
+
+
+async def delete_channel_credentials(
+    session: AsyncSession, principal: Principal, subscriber_id: str, provider_id: str
+) -> None:
+    """Remove every entry of that provider; removing what is not there is not an error."""
+    subscriber = await require_subscriber(session, principal, subscriber_id)
+    current = list(subscriber.channels or [])
+    kept = [entry for entry in current if entry.get("providerId") != provider_id]
+    if len(kept) != len(current):
+        subscriber.channels = kept
+        _touch(subscriber)
+        await session.flush()
+
+
+async def update_online_status(
+    session: AsyncSession, principal: Principal, subscriber_id: str, is_online: bool
+) -> Subscriber:
+    """Set ``isOnline``; going offline records ``lastOnlineAt`` (the last moment seen online)."""
+    subscriber = await require_subscriber(session, principal, subscriber_id)
+    if is_online and subscriber.is_online is True:
+        return subscriber
+    subscriber.is_online = is_online
+    if not is_online:
+        subscriber.last_online_at = utcnow()
+    _touch(subscriber)
+    await session.flush()
+    return subscriber

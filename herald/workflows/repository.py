@@ -1,14 +1,19 @@
 from __future__ import annotations
 
-from sqlalchemy import select
+from collections.abc import Collection, Sequence
+
+from sqlalchemy import func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.models import Workflow
+from herald.models import NotificationGroup, Workflow
 
 
 class WorkflowRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
+
+    def add(self, row: Workflow | NotificationGroup) -> None:
+        self.session.add(row)
 
     async def get_by_trigger_identifier(self, environment_id: str, identifier: str) -> Workflow | None:
         result = await self.session.execute(
@@ -19,3 +24,67 @@ class WorkflowRepository:
             )
         )
         return result.scalar_one_or_none()
+
+    async def get(self, environment_id: str, workflow_id: str) -> Workflow | None:
+        result = await self.session.execute(
+            select(Workflow).where(
+                Workflow.id == workflow_id,
+                Workflow.environment_id == environment_id,
+                Workflow.deleted.is_(False),
+            )
+        )
+        return result.scalar_one_or_none()
+
+    async def identifier_taken(self, environment_id: str, identifier: str, *, excluding_id: str | None = None) -> bool:
+        query = select(Workflow.id).where(
+            Workflow.environment_id == environment_id,
+            Workflow.trigger_identifier == identifier,
+            Workflow.deleted.is_(False),
+        )
+        if excluding_id is not None:
+            query = query.where(Workflow.id != excluding_id)
+        return (await self.session.execute(query.limit(1))).first() is not None
+
+    async def list_page(
+        self, environment_id: str, *, offset: int, limit: int, search: str | None = None
+    ) -> tuple[Sequence[Workflow], int]:
+        """One page of the environment's workflows, newest first, and how many there are in all.
+
+        ``search`` matches part of the name or the trigger identifier, ignoring case.
+        """
+        conditions = [Workflow.environment_id == environment_id, Workflow.deleted.is_(False)]
+        if search:
+            needle = search.lower()
+            conditions.append(
+                or_(
+                    func.lower(Workflow.name).contains(needle, autoescape=True),
+                    func.lower(Workflow.trigger_identifier).contains(needle, autoescape=True),
+                )
+            )
+        total = (await self.session.execute(select(func.count(Workflow.id)).where(*conditions))).scalar_one()
+        rows = await self.session.execute(
+            select(Workflow)
+            .where(*conditions)
+            .order_by(Workflow.created_at.desc(), Workflow.id.desc())
+            .offset(offset)
+            .limit(limit)
+        )
+        return rows.scalars().all(), int(total)
+
+    async def list_groups(self, environment_id: str) -> Sequence[NotificationGroup]:
+        result = await self.session.execute(
+            select(NotificationGroup)
+            .where(NotificationGroup.environment_id == environment_id)
+            .order_by(NotificationGroup.created_at, NotificationGroup.id)
+        )
+        return result.scalars().all()
+
+    async def groups_by_id(self, environment_id: str, group_ids: Collection[str]) -> dict[str, NotificationGroup]:
+        if not group_ids:
+            return {}
+        result = await self.session.execute(
+            select(NotificationGroup).where(
+                NotificationGroup.environment_id == environment_id, NotificationGroup.id.in_(set(group_ids))
+            )
+        )
+        return {group.id: group for group in result.scalars()}

@@ -254,9 +254,10 @@ async def test_backoff_digest_sends_the_first_event_straight_through(
     third = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"n": 3})
     await worker.run_until_idle()
     # The two later events share one digest (whichever ran first opened it).
-    statuses = sorted(
-        tuple(j.status for j in await jobs_of(app, r["transactionId"]) if j.kind == "step") for r in (second, third)
-    )
+    statuses = []
+    for result in (second, third):
+        statuses.append(tuple(j.status for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"))
+    statuses.sort()
     assert statuses == [("delayed", "pending"), ("merged", "merged")]
     for result in (second, third):
         await fast_forward(app, result["transactionId"])

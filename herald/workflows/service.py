@@ -1,0 +1,618 @@
+"""Workflow use cases (Novu v1 "notification templates").
+
+Steps are stored as the wire objects of the spec's NotificationStep, each with
+its ``_id``, ``uuid`` and ``_templateId``, so the engine and every response
+read the same thing. The trigger's variables are worked out from the step
+templates when the steps are written.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.kit.auth import Principal
+from herald.kit.errors import ConflictError, NotFoundError, ValidationFailed, validation_errors
+from herald.kit.ids import new_id
+from herald.kit.pagination import PageParams
+from herald.kit.schemas import compact
+from herald.kit.text import slugify
+from herald.kit.time import isoformat, utcnow
+from herald.models import NotificationGroup, Workflow
+from herald.organizations.repository import OrganizationRepository
+from herald.workflows.repository import WorkflowRepository
+from herald.workflows.schemas import (
+    ACTION_STEP_TYPES,
+    CHANNEL_STEP_TYPES,
+    CreateWorkflowRequest,
+    DelayRegularMetadata,
+    DelayScheduledMetadata,
+    DigestRegularMetadata,
+    DigestTimedMetadata,
+    MessageTemplate,
+    NotificationGroup as NotificationGroupSchema,
+    PreferenceSettings,
+    StepRequest,
+    StepVariantRequest,
+    UpdateWorkflowRequest,
+    Workflow as WorkflowSchema,
+)
+
+DEFAULT_GROUP_NAME = "General"
+MAX_TRIGGER_IDENTIFIER_LENGTH = 300
+
+# ---------------------------------------------------------------------------
+# Template variables
+# ---------------------------------------------------------------------------
+
+# Namespaces the renderer fills itself; anything else written bare is payload.
+SYSTEM_NAMESPACES = frozenset({"subscriber", "actor", "step", "branding", "tenant", "payload"})
+# Block helpers that keep the surrounding context; every other block (each,
+# with, and helpers such as groupBy) renders its body against something else,
+# so bare names inside it are not payload keys.
+_CONTEXT_KEEPING_BLOCKS = frozenset({"if", "unless"})
+_MUSTACHE = re.compile(r"\{\{\{?(.*?)\}?\}\}", re.DOTALL)
+_TOKEN = re.compile(r'"[^"]*"|\'[^\']*\'|[()]|[^\s()]+')
+_PATH = re.compile(r"^[A-Za-z_$][\w$-]*(?:\.[\w$-]+)*$")
+_LITERALS = frozenset({"true", "false", "null", "undefined", "this"})
+
+
+@dataclass(frozen=True)
+class TemplateVariables:
+    """The trigger's variables: payload keys and subscriber fields, in order of first use."""
+
+    payload: list[str]
+    subscriber: list[str]
+
+
+def _argument_paths(tokens: list[str]) -> list[str]:
+    """The data paths among a helper's arguments (not literals, helper names or block params)."""
+    paths: list[str] = []
+    after_paren = False
+    for token in tokens:
+        if token == "as":  # block params: {{#each payload.items as |item|}}
+            break
+        if token in ("(", ")"):
+            after_paren = token == "("
+            continue
+        if after_paren:  # a sub-expression's helper name: (uppercase payload.name)
+            after_paren = False
+            continue
+        if "=" in token:  # hash argument: key=value
+            token = token.split("=", 1)[1]
+        if token in _LITERALS or token.startswith("this.") or not _PATH.match(token):
+            continue
+        paths.append(token)
+    return paths
+
+
+def _parse_mustache(expression: str) -> tuple[str, str | None, list[str]]:
+    """Split one mustache expression into (kind, block name, data paths).
+
+    kind is "open" for ``{{#block ...}}``, "close" for ``{{/block}}``, "skip"
+    for comments and partials, and "value" otherwise (``{{else if x}}``
+    included: it stays in its block).
+    """
+    text = expression.strip().strip("~").strip()
+    if not text or text[0] in "!>":
+        return "skip", None, []
+    # Liquid filters ({{ payload.name | upcase }}) and block params (as |item|) end the expression.
+    text = text.split("|", 1)[0].strip()
+    if text.startswith("/"):
+        return "close", text[1:].strip(), []
+    kind = "value"
+    if text[0] in "#^":
+        kind = "open"
+        text = text[1:].strip()
+    elif text[0] == "&":
+        text = text[1:].strip()
+    tokens = _TOKEN.findall(text)
+    if tokens and tokens[0] == "else":
+        tokens = tokens[1:]
+        if not tokens:
+            return "skip", None, []
+        # {{else if payload.x}}: a condition of the enclosing block.
+        return "value", None, _argument_paths(tokens[1:])
+    if not tokens:
+        return "skip", None, []
+    if kind == "open" and len(tokens) == 1:
+        # A Mustache section: {{#payload.items}}...{{/payload.items}}.
+        return kind, tokens[0], _argument_paths(tokens)
+    if kind == "open" or len(tokens) > 1:
+        # A block or a helper call: {{#each payload.items}}, {{uppercase payload.name}}.
+        return kind, tokens[0], _argument_paths(tokens[1:])
+    return kind, None, _argument_paths(tokens)
+
+
+def variables_in_text(text: str) -> TemplateVariables:
+    """The payload and subscriber variables a Handlebars (or simple Liquid) text uses.
+
+    ``{{payload.order.id}}`` and a bare ``{{name}}`` (Novu v1's form) are
+    payload variables ``order.id`` and ``name``; ``{{subscriber.firstName}}``
+    is the subscriber variable ``firstName``; other system namespaces (actor,
+    step, branding, tenant) are filled by the renderer and left out.
+    """
+    payload: dict[str, None] = {}
+    subscriber: dict[str, None] = {}
+    scopes: list[tuple[str, bool]] = []  # (block name, keeps context)
+    for match in _MUSTACHE.finditer(text):
+        kind, name, paths = _parse_mustache(match.group(1))
+        if kind == "close":
+            for index in range(len(scopes) - 1, -1, -1):
+                if scopes[index][0] == name:
+                    del scopes[index:]
+                    break
+            continue
+        if kind == "skip":
+            continue
+        in_other_context = any(not keeps for _, keeps in scopes)
+        for path in paths:
+            head, _, rest = path.partition(".")
+            if head == "payload":
+                if rest:
+                    payload.setdefault(rest)
+            elif head == "subscriber":
+                if rest:
+                    subscriber.setdefault(rest)
+            elif head in SYSTEM_NAMESPACES or in_other_context:
+                continue
+            else:
+                payload.setdefault(path)
+        if kind == "open" and name is not None:
+            scopes.append((name, name in _CONTEXT_KEEPING_BLOCKS))
+    return TemplateVariables(list(payload), list(subscriber))
+
+
+def _template_texts(template: dict[str, Any]) -> Iterator[str]:
+    for key in ("subject", "content", "title", "preheader", "senderName"):
+        value = template.get(key)
+        if isinstance(value, str):
+            yield value
+        elif key == "content" and isinstance(value, list):
+            for block in value:
+                if isinstance(block, dict):
+                    for field in ("content", "url"):
+                        if isinstance(block.get(field), str):
+                            yield block[field]
+    cta = template.get("cta")
+    if isinstance(cta, dict):
+        data = cta.get("data")
+        if isinstance(data, dict) and isinstance(data.get("url"), str):
+            yield data["url"]
+        action = cta.get("action")
+        buttons = action.get("buttons") if isinstance(action, dict) else None
+        for button in buttons if isinstance(buttons, list) else []:
+            if isinstance(button, dict):
+                for field in ("content", "resultContent"):
+                    if isinstance(button.get(field), str):
+                        yield button[field]
+
+
+def _payload_key(name: str) -> str:
+    return name[len("payload.") :] if name.startswith("payload.") else name
+
+
+def workflow_variables(steps: Iterable[dict[str, Any]]) -> TemplateVariables:
+    """The variables of a workflow's stored steps and their variants.
+
+    Besides what the texts use, declared ``template.variables`` and the
+    payload keys the steps read (a digest's ``digestKey``, a scheduled
+    delay's ``delayPath``) are payload variables too: a trigger needs them.
+    """
+    payload: dict[str, None] = {}
+    subscriber: dict[str, None] = {}
+    for step in steps:
+        for version in (step, *(step.get("variants") or [])):
+            template = version.get("template") or {}
+            for text in _template_texts(template):
+                found = variables_in_text(text)
+                payload.update(dict.fromkeys(found.payload))
+                subscriber.update(dict.fromkeys(found.subscriber))
+            for declared in template.get("variables") or []:
+                if isinstance(declared, dict) and isinstance(declared.get("name"), str):
+                    payload.setdefault(_payload_key(declared["name"]))
+            metadata = version.get("metadata") or {}
+            for key in ("digestKey", "delayPath"):
+                if isinstance(metadata.get(key), str) and metadata[key]:
+                    payload.setdefault(_payload_key(metadata[key]))
+    return TemplateVariables(list(payload), list(subscriber))
+
+
+# ---------------------------------------------------------------------------
+# Steps
+# ---------------------------------------------------------------------------
+
+_METADATA_MODELS: dict[str, dict[str, type[BaseModel]]] = {
+    "digest": {"regular": DigestRegularMetadata, "backoff": DigestRegularMetadata, "timed": DigestTimedMetadata},
+    "delay": {"regular": DelayRegularMetadata, "scheduled": DelayScheduledMetadata},
+}
+
+Loc = tuple[str | int, ...]
+
+
+def _error(loc: Loc, message: str, value: Any = None, *, missing: bool = False) -> dict[str, Any]:
+    return {"type": "missing" if missing else "value_error", "loc": loc, "msg": message, "input": value}
+
+
+def _check_metadata(step_type: str, metadata: dict[str, Any] | None, loc: Loc) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """The metadata to store for a step of this type, or the errors that prevent it."""
+    if step_type not in ACTION_STEP_TYPES:
+        if metadata:
+            return None, [_error(loc, "metadata applies to digest and delay steps only", metadata)]
+        return None, []
+    if metadata is None:
+        return None, [_error(loc, "is required", missing=True)]
+    kinds = _METADATA_MODELS[step_type]
+    kind = metadata.get("type")
+    if kind is None:
+        return None, [_error((*loc, "type"), "is required", missing=True)]
+    if kind not in kinds:
+        allowed = ", ".join(kinds)
+        return None, [_error((*loc, "type"), f"must be one of {allowed} for {step_type} steps", kind)]
+    try:
+        parsed = kinds[kind].model_validate(metadata)
+    except ValidationError as exc:
+        return None, [{**error, "loc": (*loc, *error["loc"])} for error in exc.errors()]
+    errors: list[dict[str, Any]] = []
+    if isinstance(parsed, DigestRegularMetadata) and (parsed.type == "backoff" or parsed.backoff):
+        for field in ("backoffAmount", "backoffUnit"):
+            if getattr(parsed, field) is None:
+                errors.append(_error((*loc, field), "is required", missing=True))
+    if isinstance(parsed, DigestTimedMetadata) and parsed.timed is not None and parsed.timed.monthlyType == "on":
+        for field in ("ordinal", "ordinalValue"):
+            if getattr(parsed.timed, field) is None:
+                errors.append(_error((*loc, "timed", field), "is required", missing=True))
+    return parsed.model_dump(by_alias=True, exclude_none=True), errors
+
+
+def _check_content(template: MessageTemplate, loc: Loc) -> list[dict[str, Any]]:
+    if template.type in CHANNEL_STEP_TYPES - {"email"} and isinstance(template.content, list):
+        blocks = [block.model_dump(by_alias=True, exclude_none=True) for block in template.content]
+        return [_error((*loc, "content"), f"must be a string for {template.type} steps", blocks)]
+    return []
+
+
+def _versions_by_id(steps: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A workflow's stored steps and variants by ``_id``: an update that sends one back keeps its identity."""
+    found: dict[str, dict[str, Any]] = {}
+    for step in steps:
+        for version in (step, *(step.get("variants") or [])):
+            if isinstance(version.get("_id"), str):
+                found[version["_id"]] = version
+    return found
+
+
+def _build_version(
+    request: StepVariantRequest, known: dict[str, dict[str, Any]], loc: Loc, errors: list[dict[str, Any]]
+) -> dict[str, Any]:
+    template = request.template
+    metadata, metadata_errors = _check_metadata(template.type, request.metadata, (*loc, "metadata"))
+    errors.extend(metadata_errors)
+    errors.extend(_check_content(template, (*loc, "template")))
+    previous = known.get(request.id or "", {})
+    return compact({
+        "_id": request.id or new_id(),
+        "uuid": request.uuid or previous.get("uuid") or str(uuid.uuid4()),
+        "name": request.name or template.name or template.type,
+        "_templateId": request.template_id or previous.get("_templateId") or new_id(),
+        "active": True if request.active is None else request.active,
+        "shouldStopOnFail": bool(request.shouldStopOnFail),
+        "template": template.model_dump(by_alias=True, exclude_none=True),
+        "filters": [item.model_dump(by_alias=True) for item in request.filters or []],
+        "metadata": metadata,
+        "replyCallback": request.replyCallback.model_dump(by_alias=True, exclude_none=True)
+        if request.replyCallback is not None
+        else None,
+    })
+
+
+def build_steps(requests: Sequence[StepRequest], existing: Iterable[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """The stored form of the requested steps; raises ValidationFailed for rules pydantic cannot check.
+
+    Each step is chained to the one before it by ``_parentId``, as Novu does.
+    """
+    known = _versions_by_id(existing)
+    errors: list[dict[str, Any]] = []
+    steps: list[dict[str, Any]] = []
+    seen_ids: set[str] = set()
+    seen_uuids: set[str] = set()
+    parent_id: str | None = None
+    for index, request in enumerate(requests):
+        loc: Loc = ("steps", index)
+        step = _build_version(request, known, loc, errors)
+        variants = []
+        for variant_index, variant_request in enumerate(request.variants or []):
+            variant_loc: Loc = (*loc, "variants", variant_index)
+            if variant_request.template.type != request.template.type:
+                errors.append(
+                    _error(
+                        (*variant_loc, "template", "type"),
+                        f"must be {request.template.type}, the type of its step",
+                        variant_request.template.type,
+                    )
+                )
+            variants.append(_build_version(variant_request, known, variant_loc, errors))
+        step["variants"] = variants
+        for version, version_loc in ((step, loc), *((v, (*loc, "variants", i)) for i, v in enumerate(variants))):
+            if version["_id"] in seen_ids:
+                errors.append(_error((*version_loc, "_id"), "must be unique among the workflow's steps", version["_id"]))
+            if version["uuid"] in seen_uuids:
+                errors.append(_error((*version_loc, "uuid"), "must be unique among the workflow's steps", version["uuid"]))
+            seen_ids.add(version["_id"])
+            seen_uuids.add(version["uuid"])
+        if parent_id is not None:
+            step["_parentId"] = parent_id
+        parent_id = step["_id"]
+        steps.append(step)
+    if errors:
+        raise ValidationFailed(validation_errors(errors))
+    return steps
+
+
+def _apply_steps(workflow: Workflow, steps: list[dict[str, Any]]) -> None:
+    workflow.steps = steps
+    variables = workflow_variables(steps)
+    workflow.variables = [{"name": name} for name in variables.payload]
+    workflow.subscriber_variables = [{"name": name} for name in variables.subscriber]
+
+
+# ---------------------------------------------------------------------------
+# Responses
+# ---------------------------------------------------------------------------
+
+
+def group_to_schema(group: NotificationGroup) -> NotificationGroupSchema:
+    return NotificationGroupSchema.model_validate({
+        "_id": group.id,
+        "name": group.name,
+        "_environmentId": group.environment_id,
+        "_organizationId": group.organization_id,
+    })
+
+
+def to_schema(workflow: Workflow, group: NotificationGroup | None = None) -> WorkflowSchema:
+    """The spec's Workflow object; ``notificationGroup`` is included when the group is given."""
+    return WorkflowSchema.model_validate(
+        compact({
+            "_id": workflow.id,
+            "name": workflow.name,
+            "description": workflow.description or "",
+            "active": workflow.active,
+            "draft": not workflow.active,
+            "preferenceSettings": {**PreferenceSettings().model_dump(), **(workflow.preference_settings or {})},
+            "critical": workflow.critical,
+            "tags": list(workflow.tags or []),
+            "steps": workflow.steps or [],
+            "_organizationId": workflow.organization_id,
+            "_creatorId": workflow.creator_id,
+            "_environmentId": workflow.environment_id,
+            "_notificationGroupId": workflow.notification_group_id,
+            "triggers": [
+                {
+                    "type": "event",
+                    "identifier": workflow.trigger_identifier,
+                    "variables": workflow.variables or [],
+                    "subscriberVariables": workflow.subscriber_variables or [],
+                }
+            ],
+            "deleted": workflow.deleted,
+            "deletedAt": isoformat(workflow.deleted_at) or "",
+            "deletedBy": workflow.deleted_by or "",
+            "notificationGroup": group_to_schema(group) if group is not None else None,
+            "data": workflow.data,
+            "createdAt": isoformat(workflow.created_at),
+            "updatedAt": isoformat(workflow.updated_at),
+        })
+    )
+
+
+@dataclass(frozen=True)
+class WorkflowView:
+    """A workflow with its notification group, ready to be shaped as a response."""
+
+    workflow: Workflow
+    group: NotificationGroup | None
+
+    def to_schema(self) -> WorkflowSchema:
+        return to_schema(self.workflow, self.group)
+
+
+# ---------------------------------------------------------------------------
+# Use cases
+# ---------------------------------------------------------------------------
+
+
+def _nul_errors(value: Any, loc: Loc) -> Iterator[dict[str, Any]]:
+    if isinstance(value, str):
+        if "\x00" in value:
+            yield _error(loc, "must not contain the NUL character (U+0000)", value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in str(key):
+                yield _error((*loc, str(key)), "must not contain the NUL character (U+0000) in its name", key)
+            yield from _nul_errors(item, (*loc, str(key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _nul_errors(item, (*loc, index))
+
+
+def _reject_nul(values: Any, loc: Loc = ()) -> None:
+    """PostgreSQL text and JSONB cannot hold U+0000: refuse it by field instead of failing on write."""
+    errors = list(_nul_errors(values, loc))
+    if errors:
+        raise ValidationFailed(validation_errors(errors))
+
+
+async def _require(repository: WorkflowRepository, principal: Principal, workflow_id: str) -> Workflow:
+    workflow = None if "\x00" in workflow_id else await repository.get(principal.environment_id, workflow_id)
+    if workflow is None:
+        raise NotFoundError(f"Workflow with id {workflow_id} not found")
+    return workflow
+
+
+async def _resolve_group(session: AsyncSession, principal: Principal, group_id: str | None) -> NotificationGroup:
+    organizations = OrganizationRepository(session)
+    if group_id is not None:
+        group = None if "\x00" in group_id else await organizations.get_group(principal.environment_id, group_id)
+        if group is None:
+            raise NotFoundError(f"Notification group with id {group_id} not found")
+        return group
+    group = await organizations.get_default_group(principal.environment_id)
+    if group is None:
+        # Bootstrap gives every environment one; an environment made another way gets it now.
+        group = NotificationGroup(
+            environment_id=principal.environment_id,
+            organization_id=principal.organization_id,
+            name=DEFAULT_GROUP_NAME,
+        )
+        WorkflowRepository(session).add(group)
+        await session.flush()
+    return group
+
+
+def _conflict(identifier: str) -> ConflictError:
+    return ConflictError(f"Workflow with trigger identifier {identifier} already exists in this environment")
+
+
+async def _claim_identifier(
+    repository: WorkflowRepository, principal: Principal, identifier: str, *, excluding_id: str | None = None
+) -> None:
+    if await repository.identifier_taken(principal.environment_id, identifier, excluding_id=excluding_id):
+        raise _conflict(identifier)
+
+
+async def _flush(session: AsyncSession, identifier: str) -> None:
+    """Write now; a concurrent request that took the identifier first fails on the unique index."""
+    try:
+        await session.flush()
+    except IntegrityError as exc:
+        raise _conflict(identifier) from exc
+
+
+def derive_trigger_identifier(name: str) -> str:
+    """Novu's rule: the slugified name. A name with nothing to slugify needs an explicit identifier."""
+    identifier = slugify(name)[:MAX_TRIGGER_IDENTIFIER_LENGTH].strip("-")
+    if not identifier:
+        message = f"must be sent when the name ({name!r}) has no letters or digits to make one from"
+        raise ValidationFailed(validation_errors([_error(("triggerIdentifier",), message)]))
+    return identifier
+
+
+async def create_workflow(session: AsyncSession, principal: Principal, request: CreateWorkflowRequest) -> WorkflowView:
+    _reject_nul(request.model_dump(by_alias=True, exclude_none=True))
+    repository = WorkflowRepository(session)
+    identifier = request.triggerIdentifier or derive_trigger_identifier(request.name)
+    steps = build_steps(request.steps)
+    group = await _resolve_group(session, principal, request.notificationGroupId)
+    await _claim_identifier(repository, principal, identifier)
+    now = utcnow()
+    workflow = Workflow(
+        environment_id=principal.environment_id,
+        organization_id=principal.organization_id,
+        notification_group_id=group.id,
+        creator_id=principal.api_key_id,
+        name=request.name,
+        description=request.description or "",
+        trigger_identifier=identifier,
+        active=request.active,
+        draft=not request.active,
+        critical=bool(request.critical),
+        tags=list(request.tags or []),
+        preference_settings=(request.preferenceSettings or PreferenceSettings()).model_dump(),
+        data=request.data,
+        deleted=False,
+        created_at=now,
+        updated_at=now,
+    )
+    _apply_steps(workflow, steps)
+    repository.add(workflow)
+    await _flush(session, identifier)
+    return WorkflowView(workflow, group)
+
+
+async def list_workflows(
+    session: AsyncSession, principal: Principal, page: PageParams, search: str | None = None
+) -> tuple[list[WorkflowView], int]:
+    if search is not None:
+        _reject_nul(search, ("query", "query"))
+    repository = WorkflowRepository(session)
+    rows, total = await repository.list_page(
+        principal.environment_id, offset=page.offset, limit=page.limit, search=search
+    )
+    groups = await repository.groups_by_id(principal.environment_id, {row.notification_group_id for row in rows})
+    return [WorkflowView(row, groups.get(row.notification_group_id)) for row in rows], total
+
+
+async def _view(session: AsyncSession, principal: Principal, workflow: Workflow) -> WorkflowView:
+    group = await OrganizationRepository(session).get_group(principal.environment_id, workflow.notification_group_id)
+    return WorkflowView(workflow, group)
+
+
+async def get_workflow(session: AsyncSession, principal: Principal, workflow_id: str) -> WorkflowView:
+    workflow = await _require(WorkflowRepository(session), principal, workflow_id)
+    return await _view(session, principal, workflow)
+
+
+async def update_workflow(
+    session: AsyncSession, principal: Principal, workflow_id: str, request: UpdateWorkflowRequest
+) -> WorkflowView:
+    repository = WorkflowRepository(session)
+    workflow = await _require(repository, principal, workflow_id)
+    _reject_nul(request.model_dump(by_alias=True, exclude_none=True))
+    given = request.model_fields_set
+    if request.steps is not None:
+        _apply_steps(workflow, build_steps(request.steps, existing=workflow.steps or []))
+    if request.notificationGroupId is not None:
+        workflow.notification_group_id = (await _resolve_group(session, principal, request.notificationGroupId)).id
+    if request.triggerIdentifier is not None and request.triggerIdentifier != workflow.trigger_identifier:
+        await _claim_identifier(repository, principal, request.triggerIdentifier, excluding_id=workflow.id)
+        workflow.trigger_identifier = request.triggerIdentifier
+    if request.name is not None:
+        workflow.name = request.name
+    if "description" in given:
+        workflow.description = request.description or ""
+    if request.tags is not None:
+        workflow.tags = list(request.tags)
+    if request.critical is not None:
+        workflow.critical = request.critical
+    if request.preferenceSettings is not None:
+        workflow.preference_settings = request.preferenceSettings.model_dump()
+    if "data" in given:
+        workflow.data = request.data
+    if request.active is not None:
+        workflow.active = request.active
+        workflow.draft = not request.active
+    workflow.updated_at = utcnow()
+    await _flush(session, workflow.trigger_identifier)
+    return await _view(session, principal, workflow)
+
+
+async def set_workflow_status(session: AsyncSession, principal: Principal, workflow_id: str, active: bool) -> WorkflowView:
+    workflow = await _require(WorkflowRepository(session), principal, workflow_id)
+    workflow.active = active
+    workflow.draft = not active
+    workflow.updated_at = utcnow()
+    await session.flush()
+    return await _view(session, principal, workflow)
+
+
+async def delete_workflow(session: AsyncSession, principal: Principal, workflow_id: str) -> None:
+    """Soft-delete: the workflow leaves every read and its trigger identifier is free again."""
+    workflow = await _require(WorkflowRepository(session), principal, workflow_id)
+    now = utcnow()
+    workflow.deleted = True
+    workflow.deleted_at = now
+    workflow.deleted_by = principal.api_key_id
+    workflow.updated_at = now
+    await session.flush()
+
+
+async def list_notification_groups(session: AsyncSession, principal: Principal) -> Sequence[NotificationGroup]:
+    return await WorkflowRepository(session).list_groups(principal.environment_id)

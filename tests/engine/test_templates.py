@@ -1,0 +1,366 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from herald.engine import templates
+from herald.engine.templates import (
+    RenderedPush,
+    TemplateError,
+    html_to_text,
+    render_chat,
+    render_email,
+    render_html,
+    render_in_app,
+    render_push,
+    render_sms,
+    render_text,
+    safe_url,
+    translate_handlebars,
+)
+
+CONTEXT: dict[str, Any] = {
+    "subscriber": {"subscriberId": "sub-1", "firstName": "Ada", "lastName": "O'Neil <3", "data": {"plan": "pro"}},
+    "payload": {
+        "name": "Bob & Co",
+        "count": 0,
+        "blank": "",
+        "items": [{"title": "First", "price": 5}, {"title": "<Second>", "price": 7}],
+        "tags": ["a", "b"],
+        "none": [],
+        "subscriber": "shadowed",
+        "url": "https://shop.test/orders/42?x=1&y=2",
+    },
+    "step": {"digest": True, "events": [{"name": "e1", "n": 1}, {"name": "e2", "n": 2}], "total_count": 2},
+    "tenant": {"identifier": "acme", "name": "Acme"},
+    "actor": {"subscriberId": "actor-1", "firstName": "Grace"},
+}
+
+
+# --------------------------------------------------------------------------- variables
+
+
+def test_namespaced_variables() -> None:
+    source = "{{subscriber.firstName}}|{{payload.name}}|{{step.total_count}}|{{tenant.name}}|{{actor.firstName}}"
+    assert render_text(source, CONTEXT) == "Ada|Bob & Co|2|Acme|Grace"
+
+
+def test_bare_variables_read_the_payload() -> None:
+    assert render_text("Hi {{name}} ({{ items[1].title }})", CONTEXT) == "Hi Bob & Co (<Second>)"
+
+
+def test_namespaces_win_over_payload_keys() -> None:
+    assert render_text("{{subscriber.firstName}} {{payload.subscriber}}", CONTEXT) == "Ada shadowed"
+
+
+def test_undefined_variables_render_empty() -> None:
+    assert render_text("[{{missing}}][{{payload.a.b.c}}][{{ nope | upcase }}]", CONTEXT) == "[][][]"
+    assert render_text("{{subscriber.firstName}}", {}) == ""
+
+
+def test_plain_text_is_returned_as_is() -> None:
+    assert render_text("no variables <b>here</b>", CONTEXT) == "no variables <b>here</b>"
+
+
+def test_liquid_tags_and_filters() -> None:
+    source = "{% for item in items %}{{ item.title | upcase }}{% unless forloop.last %}, {% endunless %}{% endfor %}"
+    assert render_text(source, CONTEXT) == "FIRST, <SECOND>"
+    assert render_text("{% if count == 0 %}none{% else %}some{% endif %}", CONTEXT) == "none"
+    assert render_text("{{ tags | json }} {{ 'hello world' | titlecase }}", CONTEXT) == '["a", "b"] Hello World'
+
+
+# --------------------------------------------------------------------------- Handlebars
+
+
+def test_handlebars_if_else() -> None:
+    assert render_text("{{#if name}}yes{{else}}no{{/if}}", CONTEXT) == "yes"
+    assert render_text("{{#if missing}}yes{{else}}no{{/if}}", CONTEXT) == "no"
+
+
+def test_handlebars_if_uses_handlebars_truthiness() -> None:
+    # Liquid would treat "", 0 and [] as true; Handlebars does not.
+    for name in ("blank", "count", "none"):
+        assert render_text(f"{{{{#if {name}}}}}yes{{{{else}}}}no{{{{/if}}}}", CONTEXT) == "no", name
+    assert render_text("{{#if payload.tags}}yes{{/if}}", CONTEXT) == "yes"
+
+
+def test_handlebars_else_if_and_unless() -> None:
+    source = "{{#if missing}}a{{else if name}}b{{else}}c{{/if}}"
+    assert render_text(source, CONTEXT) == "b"
+    assert render_text("{{#unless missing}}shown{{/unless}}{{#unless name}}hidden{{/unless}}", CONTEXT) == "shown"
+
+
+def test_handlebars_each_over_digest_events() -> None:
+    source = "{{#each step.events}}{{@index}}:{{name}}/{{this.n}}/{{../name}}/{{subscriber.firstName}};{{/each}}"
+    assert render_text(source, CONTEXT) == "0:e1/1/Bob & Co/Ada;1:e2/2/Bob & Co/Ada;"
+
+
+def test_handlebars_each_first_last_and_this() -> None:
+    source = "{{#each tags}}{{#if @first}}[{{/if}}{{this}}{{#if @last}}]{{else}},{{/if}}{{/each}}"
+    assert render_text(source, CONTEXT) == "[a,b]"
+
+
+def test_handlebars_each_else_and_block_parameter() -> None:
+    assert render_text("{{#each none}}x{{else}}empty {{name}}{{/each}}", CONTEXT) == "empty Bob & Co"
+    assert render_text("{{#each items as |item|}}{{item.title}} {{/each}}", CONTEXT) == "First <Second> "
+
+
+def test_handlebars_nested_each() -> None:
+    source = "{{#each items}}{{#each ../tags}}{{../title}}-{{this}} {{/each}}{{/each}}"
+    assert render_text(source, CONTEXT) == "First-a First-b <Second>-a <Second>-b "
+
+
+def test_handlebars_equals_helpers_paths_and_comments() -> None:
+    assert render_text("{{#equals subscriber.data.plan 'pro'}}P{{else}}F{{/equals}}", CONTEXT) == "P"
+    assert render_text("{{uppercase name}} {{lowercase name}} {{titlecase 'ada lovelace'}}", CONTEXT) == (
+        "BOB & CO bob & co Ada Lovelace"
+    )
+    assert render_text("{{json tags}}", CONTEXT) == '["a", "b"]'
+    assert render_text("{{payload.items.[1].title}} {{items.0.title}} {{@root.name}}", CONTEXT) == (
+        "<Second> First Bob & Co"
+    )
+    assert render_text("a{{! note }}b{{!-- {{#if}} --}}c", CONTEXT) == "abc"
+
+
+def test_handlebars_whitespace_control() -> None:
+    assert render_text("a  {{~name~}}  b", CONTEXT) == "aBob & Cob"
+
+
+def test_raw_blocks_are_not_translated() -> None:
+    assert render_text("{% raw %}{{#if x}}{% endraw %}", CONTEXT) == "{{#if x}}"
+
+
+def test_translation_leaves_liquid_alone() -> None:
+    source = "{{ name | upcase }} {% if count == 0 %}z{% endif %} {{ payload['name'] }} {{ \"a|b\" }}"
+    assert translate_handlebars(source) == source
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("{{#if name}}never closed", "'{{#if}}' block is never closed"),
+        ("{{/if}}", "'{{/if}}' closes a block that was never opened at line 1, column 1"),
+        ("x\n  {{#each items}}{{/if}}", "'{{/if}}' closes '{{#each}}' at line 2, column 18"),
+        ("{{#with name}}{{/with}}", "unsupported Handlebars block '{{#with}}'"),
+        ("{{formatDate when 'YYYY'}}", "unsupported Handlebars helper 'formatDate'"),
+        ("{{> header}}", "Handlebars partials are not supported"),
+        ("{{@index}}", "'@index' is only available inside '{{#each}}'"),
+        ("{{#if a b}}{{/if}}", "'{{#if}}' takes exactly one variable"),
+    ],
+)
+def test_unsupported_or_broken_handlebars_raises(source: str, message: str) -> None:
+    with pytest.raises(TemplateError) as caught:
+        render_text(source, CONTEXT)
+    assert message in caught.value.message
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_liquid_syntax_error_raises_with_position() -> None:
+    with pytest.raises(TemplateError) as caught:
+        render_text("Hello\n{% if %}x{% endif %}", CONTEXT)
+    assert caught.value.message.startswith("template syntax error: missing expression at line 2")
+    assert caught.value.line == 2
+
+
+def test_unclosed_liquid_tag_raises() -> None:
+    with pytest.raises(TemplateError, match="template syntax error"):
+        render_text("{% if name %}never closed", CONTEXT)
+    with pytest.raises(TemplateError, match="template syntax error"):
+        render_text("{{ name ", CONTEXT)
+
+
+def test_render_errors_raise() -> None:
+    with pytest.raises(TemplateError, match="unknown filter 'nosuch'"):
+        render_text("{{ name | nosuch }}", CONTEXT)
+    with pytest.raises(TemplateError, match="loop iteration limit"):
+        render_text("{% for i in (1..1000000) %}{% endfor %}", CONTEXT)
+
+
+def test_non_string_template_raises() -> None:
+    with pytest.raises(TemplateError, match="template must be a string"):
+        render_text(["x"], CONTEXT)  # type: ignore[arg-type]
+
+
+def test_compiled_templates_are_cached() -> None:
+    source = "cache probe {{ name }} 1f3a"
+    before = templates._compile.cache_info()
+    render_text(source, CONTEXT)
+    render_text(source, {"payload": {"name": "other"}})
+    after = templates._compile.cache_info()
+    assert after.hits - before.hits >= 1
+    assert after.misses - before.misses == 1
+
+
+# --------------------------------------------------------------------------- HTML
+
+
+def test_html_escapes_values_but_not_markup() -> None:
+    assert render_html("<b>{{ subscriber.lastName }}</b> {{ name }}", CONTEXT) == "<b>O&#39;Neil &lt;3</b> Bob &amp; Co"
+
+
+def test_triple_stash_and_safe_output_raw_html() -> None:
+    context = {"payload": {"snippet": "<i>hi</i>"}}
+    assert render_html("{{{snippet}}}|{{ snippet | safe }}|{{snippet}}", context) == (
+        "<i>hi</i>|<i>hi</i>|&lt;i&gt;hi&lt;/i&gt;"
+    )
+
+
+def test_safe_url() -> None:
+    assert safe_url(" https://x.test/a?b=1 ") == "https://x.test/a?b=1"
+    assert safe_url("/relative") == "/relative"
+    assert safe_url("JavaScript:alert(1)") == "#"
+    assert safe_url("java\nscript:alert(1)") == "#"
+    assert safe_url("data:text/html,x") == "#"
+
+
+def test_html_to_text() -> None:
+    markup = (
+        "<html><head><title>T</title><style>p{color:red}</style></head><body>"
+        "<div style='display:none'>preheader</div>"
+        "<h1>Hello &amp; welcome</h1><p>Line one<br>line\n   two</p>"
+        "<ul><li>a</li><li>b</li></ul><p><a href='https://x.test'>Open</a> <a href='#'>x</a></p>"
+        "<script>alert(1)</script></body></html>"
+    )
+    assert html_to_text(markup) == "Hello & welcome\n\nLine one\nline two\n\n- a\n- b\n\nOpen (https://x.test) x"
+
+
+# --------------------------------------------------------------------------- email
+
+
+def test_email_blocks_render_to_html_and_text() -> None:
+    blocks = [
+        {"type": "text", "content": "Hello {{subscriber.firstName}} {{subscriber.lastName}}\nYour order is ready."},
+        {"type": "text", "content": "Centered", "styles": {"textAlign": "center"}},
+        {"type": "button", "content": "View {{name}}", "url": "{{payload.url}}"},
+    ]
+    email = render_email(blocks, "Order for {{name}}", CONTEXT, preheader="Hi {{subscriber.firstName}}")
+    assert email.subject == "Order for Bob & Co"
+    assert '<p style="margin:0 0 16px;text-align:left;">Hello Ada O&#39;Neil &lt;3<br>\nYour order is ready.</p>' in (
+        email.html
+    )
+    assert 'text-align:center;">Centered</p>' in email.html
+    assert '<a href="https://shop.test/orders/42?x=1&amp;y=2"' in email.html
+    assert ">View Bob &amp; Co</a>" in email.html
+    assert email.html.startswith("<!DOCTYPE html>")
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in email.html
+    assert "<title>Order for Bob &amp; Co</title>" in email.html
+    assert ">Hi Ada</div>" in email.html  # hidden preheader
+    assert email.text == (
+        "Hello Ada O'Neil <3\nYour order is ready.\n\nCentered\n\n"
+        "View Bob & Co: https://shop.test/orders/42?x=1&y=2"
+    )
+
+
+def test_email_button_alignment_color_and_unsafe_url() -> None:
+    context = {**CONTEXT, "branding": {"color": "#ff0000"}, "payload": {"url": "javascript:alert(1)"}}
+    blocks = [{"type": "button", "content": "Go", "url": "{{payload.url}}", "styles": {"textAlign": "right"}}]
+    email = render_email(blocks, "s", context)
+    assert '<td align="right"' in email.html
+    assert "background-color:#ff0000" in email.html
+    assert 'href="#"' in email.html
+    assert "javascript" not in email.html
+    assert email.text == "Go"
+
+
+def test_email_button_without_url_is_not_a_link() -> None:
+    email = render_email([{"type": "button", "content": "Soon"}], "s", CONTEXT)
+    assert "<span" in email.html and ">Soon</span>" in email.html
+    assert email.text == "Soon"
+
+
+def test_email_custom_html_fragment_is_wrapped() -> None:
+    email = render_email("<h1>Hi {{ name }}</h1><p>Bye</p>", "Subject", CONTEXT)
+    assert "<h1>Hi Bob &amp; Co</h1><p>Bye</p>" in email.html
+    assert email.html.startswith("<!DOCTYPE html>")
+    assert email.text == "Hi Bob & Co\n\nBye"
+
+
+def test_email_custom_html_document_is_sent_as_written() -> None:
+    source = "<!DOCTYPE html><html><body><p>{{name}}</p></body></html>"
+    email = render_email(source, "s", CONTEXT)
+    assert email.html == "<!DOCTYPE html><html><body><p>Bob &amp; Co</p></body></html>"
+    assert email.text == "Bob & Co"
+
+
+def test_email_layout() -> None:
+    layout = "<html><body><div class='pre'>{{preheader}}</div>{{{body}}}<footer>{{tenant.name}}</footer></body></html>"
+    email = render_email([{"type": "text", "content": "Hi {{name}}"}], "S", CONTEXT, layout=layout, preheader="P")
+    assert email.html == (
+        "<html><body><div class='pre'>P</div>"
+        '<p style="margin:0 0 16px;text-align:left;">Hi Bob &amp; Co</p><footer>Acme</footer></body></html>'
+    )
+    assert email.text == "Hi Bob & Co"
+
+
+def test_email_layout_body_may_use_double_braces() -> None:
+    email = render_email("<b>{{name}}</b>", "S", CONTEXT, layout="<main>{{ body }}</main>")
+    assert email.html == "<main><b>Bob &amp; Co</b></main>"
+
+
+def test_email_layout_without_body_raises() -> None:
+    with pytest.raises(TemplateError, match=r"layout must output the content with \{\{\{body\}\}\}"):
+        render_email("x", "s", CONTEXT, layout="<html></html>")
+
+
+def test_email_subject_is_one_plain_line() -> None:
+    email = render_email("x", "  Hello\n{{subscriber.lastName}}  ", CONTEXT)
+    assert email.subject == "Hello O'Neil <3"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ([{"type": "image", "content": "x"}], "email block 1 has unsupported type 'image'"),
+        (["text"], "email block 1 must be an object"),
+        ([{"type": "text", "content": 5}], "email block 1 content must be a string"),
+        ([{"type": "text", "content": "ok"}, {"type": "text", "content": "{% if %}"}], "email block 2: template syntax"),
+        (5, "email content must be HTML or a list of blocks"),
+    ],
+)
+def test_email_bad_content_raises(content: Any, message: str) -> None:
+    with pytest.raises(TemplateError) as caught:
+        render_email(content, "s", CONTEXT)
+    assert message in caught.value.message
+
+
+# --------------------------------------------------------------------------- other channels
+
+
+def test_in_app() -> None:
+    template = {
+        "content": "{{actor.firstName}} commented on {{name}}",
+        "subject": "New comment",
+        "cta": {
+            "type": "redirect",
+            "data": {"url": "/orders/{{payload.items.[0].price}}"},
+            "action": {"buttons": [{"type": "primary", "content": "Reply to {{actor.firstName}}"}]},
+        },
+    }
+    assert render_in_app(template, CONTEXT) == {
+        "content": "Grace commented on Bob &amp; Co",
+        "subject": "New comment",
+        "cta": {
+            "type": "redirect",
+            "data": {"url": "/orders/5"},
+            "action": {"buttons": [{"type": "primary", "content": "Reply to Grace"}]},
+        },
+    }
+
+
+def test_in_app_unsafe_cta_url_and_bad_content() -> None:
+    template = {"content": "x", "cta": {"data": {"url": " javascript:alert(1)"}}}
+    assert render_in_app(template, CONTEXT)["cta"]["data"]["url"] == "#"
+    with pytest.raises(TemplateError, match="in-app content must be a string"):
+        render_in_app({"content": [{"type": "text"}]}, CONTEXT)
+
+
+def test_sms_chat_and_push_are_plain_text() -> None:
+    assert render_sms("Hi {{subscriber.lastName}}, {{name}}", CONTEXT) == "Hi O'Neil <3, Bob & Co"
+    assert render_chat("*{{name}}* has {{step.total_count}} updates", CONTEXT) == "*Bob & Co* has 2 updates"
+    assert render_push("New for\n{{subscriber.firstName}}", "{{name}} & more", CONTEXT) == RenderedPush(
+        title="New for Ada", content="Bob & Co & more"
+    )
+    assert render_sms(None, CONTEXT) == ""  # type: ignore[arg-type]

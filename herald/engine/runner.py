@@ -125,6 +125,8 @@ class JobRunner:
             verdict = step_passes(
                 filters, FilterContext(subscriber=ctx.subscriber_fields(), payload=ctx.payload, tenant=ctx.tenant)
             )
+            if verdict.invalid:
+                return StepOutcome.failed(f"Step filters are misconfigured: {verdict.detail}")
             if not verdict.passed:
                 return StepOutcome("skipped", details=[Detail("Success", f"Step filtered out: {verdict.detail}")])
         runner = STEP_RUNNERS.get(ctx.job.step_type or "")

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 
 from herald.integrations import service
 from herald.integrations.schemas import CreateIntegrationRequest, Integration, UpdateIntegrationRequest
@@ -55,14 +55,25 @@ async def delete_integration(
     return DataResponse(data=[service.to_schema(row, _box(request)) for row in rows])
 
 
+# Novu's server answers set-primary with 201 while the OpenAPI document its SDKs
+# are generated from promises 200, and those SDKs refuse any other status. The
+# generated SDKs announce themselves in User-Agent; they get the 200 they were
+# built for, every other client gets Novu's 201.
+GENERATED_SDK_AGENT = "speakeasy-sdk/"
+
+
 @router.post(
     "/{integrationId}/set-primary",
     status_code=201,
     response_model=DataResponse[Integration],
     summary="Set an integration as primary",
+    responses={200: {"model": DataResponse[Integration], "description": "The same answer, for Novu's generated SDKs"}},
 )
 async def set_integration_as_primary(
-    integrationId: str, request: Request, session: SessionDep, principal: PrincipalDep
+    integrationId: str, request: Request, response: Response, session: SessionDep, principal: PrincipalDep
 ) -> DataResponse[Integration]:
+    """Make the integration the only primary of its channel in its environment (and active)."""
     integration = await service.set_primary(session, principal, integrationId)
+    if request.headers.get("user-agent", "").startswith(GENERATED_SDK_AGENT):
+        response.status_code = 200
     return DataResponse(data=service.to_schema(integration, _box(request)))

@@ -178,3 +178,16 @@ async def test_delete_is_soft_and_hides_the_integration(api: httpx.AsyncClient, 
 @pytest.mark.parametrize("path", ["/v1/integrations", "/v1/integrations/active"])
 async def test_integration_routes_require_auth(anonymous: httpx.AsyncClient, path: str) -> None:
     assert_error(await anonymous.get(path), 401, "Missing authorization header")
+
+
+async def test_set_primary_answers_200_to_novus_generated_sdks(api: httpx.AsyncClient) -> None:
+    """Novu's SDKs are generated from a document that promises 200 and refuse 201."""
+    integration = await create_integration(api)
+    response = await api.post(
+        f"/v1/integrations/{integration['_id']}/set-primary",
+        headers={"user-agent": "speakeasy-sdk/python 3.19.0 2.926.8 3.18.1 novu-py"},
+    )
+    assert response.status_code == 200
+    assert response.json()["data"]["primary"] is True
+    plain = await api.post(f"/v1/integrations/{integration['_id']}/set-primary")
+    assert plain.status_code == 201

@@ -1,0 +1,75 @@
+"""The official Novu Python SDK (novu-py, unmodified) against a running Herald.
+
+The SDK validates every response against its own models, so these calls fail
+if any field it requires is missing or of the wrong type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import httpx
+import novu_py
+import pytest
+from fastapi import FastAPI
+from novu_py import Novu
+
+from tests.conftest import Tenancy
+from tests.fixtures.builders import create_subscriber, create_workflow, insert_in_app_message
+from tests.fixtures.server import running_server
+
+
+@pytest.fixture
+def server_url(app: FastAPI) -> Iterator[str]:
+    with running_server(app.state.settings) as url:
+        yield url
+
+
+async def test_sdk_round_trip(server_url: str, api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy) -> None:
+    novu = Novu(secret_key=tenancy.api_key, server_url=server_url)
+
+    def call_sdk() -> dict:
+        created = novu.integrations.create(
+            create_integration_request_dto={
+                "provider_id": "sendgrid",
+                "channel": novu_py.CreateIntegrationRequestDtoChannel.EMAIL,
+                "credentials": {"api_key": "SG.key", "from_": "hello@example.com"},
+                "active": True,
+            }
+        ).result
+        second = novu.integrations.create(
+            create_integration_request_dto={"provider_id": "mailgun", "channel": "email", "active": True}
+        ).result
+        primary = novu.integrations.set_as_primary(integration_id=second.id).result
+        active = novu.integrations.list_active().result
+        return {"created": created, "primary": primary, "active": active}
+
+    results = await asyncio.to_thread(call_sdk)
+    assert results["created"].provider_id == "sendgrid"
+    assert results["primary"].primary is True
+    assert {item.id for item in results["active"]} >= {results["created"].id, results["primary"].id}
+
+    workflow = await create_workflow(api)
+    subscriber = await create_subscriber(api)
+    message = await insert_in_app_message(app, subscriber)
+
+    def trigger_and_mark() -> tuple:
+        triggered = novu.trigger(
+            trigger_event_request_dto={
+                "workflow_id": workflow["triggers"][0]["identifier"],
+                "to": subscriber["subscriberId"],
+                "payload": {"name": "Ada"},
+            }
+        ).result
+        marked = novu.subscribers.messages.mark_all_as(
+            subscriber_id=subscriber["subscriberId"],
+            message_mark_as_request_dto={"message_id": message.id, "mark_as": "read"},
+        ).result
+        return triggered, marked
+
+    triggered, marked = await asyncio.to_thread(trigger_and_mark)
+    assert triggered.acknowledged is True
+    assert triggered.status.value == "processed"
+    assert [m.id for m in marked] == [message.id]
+    assert marked[0].read is True and marked[0].seen is True

@@ -15,7 +15,7 @@ from herald import __version__
 from herald.config import Settings, load_settings
 from herald.engine.queue import JobSignal
 from herald.kit.auth import ApiKeyResolver
-from herald.kit.body_limit import BodyLimitMiddleware
+from herald.kit.request_guard import RequestGuardMiddleware
 from herald.kit.crypto import SecretBox
 from herald.kit.db import create_engine, create_sessionmaker
 from herald.kit.errors import install_error_handlers
@@ -113,6 +113,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lock_seconds=settings.idempotency_lock_seconds,
     )
     app.add_middleware(
-        BodyLimitMiddleware, max_bytes=settings.max_body_bytes, max_event_bytes=settings.max_event_body_bytes
+        RequestGuardMiddleware, max_bytes=settings.max_body_bytes, max_event_bytes=settings.max_event_body_bytes
     )
     return app

@@ -429,29 +429,8 @@ class WorkflowView:
 # ---------------------------------------------------------------------------
 
 
-def _nul_errors(value: Any, loc: Loc) -> Iterator[dict[str, Any]]:
-    if isinstance(value, str):
-        if "\x00" in value:
-            yield _error(loc, "must not contain the NUL character (U+0000)", value)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            if "\x00" in str(key):
-                yield _error((*loc, str(key)), "must not contain the NUL character (U+0000) in its name", key)
-            yield from _nul_errors(item, (*loc, str(key)))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _nul_errors(item, (*loc, index))
-
-
-def _reject_nul(values: Any, loc: Loc = ()) -> None:
-    """PostgreSQL text and JSONB cannot hold U+0000: refuse it by field instead of failing on write."""
-    errors = list(_nul_errors(values, loc))
-    if errors:
-        raise ValidationFailed(validation_errors(errors))
-
-
 async def _require(repository: WorkflowRepository, principal: Principal, workflow_id: str) -> Workflow:
-    workflow = None if "\x00" in workflow_id else await repository.get(principal.environment_id, workflow_id)
+    workflow = await repository.get(principal.environment_id, workflow_id)
     if workflow is None:
         raise NotFoundError(f"Workflow with id {workflow_id} not found")
     return workflow
@@ -460,7 +439,7 @@ async def _require(repository: WorkflowRepository, principal: Principal, workflo
 async def _resolve_group(session: AsyncSession, principal: Principal, group_id: str | None) -> NotificationGroup:
     organizations = OrganizationRepository(session)
     if group_id is not None:
-        group = None if "\x00" in group_id else await organizations.get_group(principal.environment_id, group_id)
+        group = await organizations.get_group(principal.environment_id, group_id)
         if group is None:
             raise NotFoundError(f"Notification group with id {group_id} not found")
         return group
@@ -506,7 +485,6 @@ def derive_trigger_identifier(name: str) -> str:
 
 
 async def create_workflow(session: AsyncSession, principal: Principal, request: CreateWorkflowRequest) -> WorkflowView:
-    _reject_nul(request.model_dump(by_alias=True, exclude_none=True))
     repository = WorkflowRepository(session)
     identifier = request.triggerIdentifier or derive_trigger_identifier(request.name)
     steps = build_steps(request.steps)
@@ -540,8 +518,6 @@ async def create_workflow(session: AsyncSession, principal: Principal, request: 
 async def list_workflows(
     session: AsyncSession, principal: Principal, page: PageParams, search: str | None = None
 ) -> tuple[list[WorkflowView], int]:
-    if search is not None:
-        _reject_nul(search, ("query", "query"))
     repository = WorkflowRepository(session)
     rows, total = await repository.list_page(
         principal.environment_id, offset=page.offset, limit=page.limit, search=search
@@ -565,7 +541,6 @@ async def update_workflow(
 ) -> WorkflowView:
     repository = WorkflowRepository(session)
     workflow = await _require(repository, principal, workflow_id)
-    _reject_nul(request.model_dump(by_alias=True, exclude_none=True))
     given = request.model_fields_set
     if request.steps is not None:
         _apply_steps(workflow, build_steps(request.steps, existing=workflow.steps or []))

@@ -37,3 +37,15 @@ async def test_unexpected_failure_is_500_with_error_id(api: httpx.AsyncClient, a
     body = assert_error(response, 500)
     assert body["errorId"]
     assert body["errorId"] in caplog.text
+
+
+async def test_nul_characters_are_refused_on_every_store(api: httpx.AsyncClient) -> None:
+    response = await api.post(
+        "/v1/events/trigger", content=b'{"name": "a\\u0000b", "to": "ada"}', headers={"content-type": "application/json"}
+    )
+    assert assert_error(response, 422, "Validation Error")["errors"]["body"]["messages"]
+    assert_error(await api.get("/v1/subscribers/ada%00"), 422)
+    assert_error(await api.get("/v1/messages", params={"subscriberId": "a\x00"}), 422)
+    # An escaped backslash followed by "u0000" is ordinary text.
+    response = await api.post("/v1/topics", content=b'{"key": "k-nul-text", "name": "\\\\u0000"}', headers={"content-type": "application/json"})
+    assert response.status_code == 201, response.text

@@ -1,0 +1,57 @@
+"""Brevo (formerly Sendinblue) transactional email API; Novu's provider id is ``sendinblue``."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any, ClassVar
+
+from herald.providers.base import EmailMessage, EmailProvider, SendResult
+from herald.providers.http import json_object, send_request
+
+DEFAULT_BASE_URL = "https://api.brevo.com"
+
+
+class BrevoProvider(EmailProvider):
+    """Credentials: apiKey, from, senderName."""
+
+    provider_id: ClassVar[str] = "sendinblue"
+    display_name: ClassVar[str] = "Brevo"
+
+    async def send(self, message: EmailMessage) -> SendResult:
+        api_key = self.require("apiKey")
+        from_address, sender_name = self.sender(message)
+        sender: dict[str, str] = {"email": from_address}
+        if sender_name:
+            sender["name"] = sender_name
+        body: dict[str, Any] = {
+            "sender": sender,
+            "to": [{"email": address} for address in message.to],
+            "subject": message.subject,
+            "htmlContent": message.html,
+        }
+        if message.text:
+            body["textContent"] = message.text
+        if message.cc:
+            body["cc"] = [{"email": address} for address in message.cc]
+        if message.bcc:
+            body["bcc"] = [{"email": address} for address in message.bcc]
+        if message.reply_to:
+            body["replyTo"] = {"email": message.reply_to}
+        if message.headers:
+            body["headers"] = dict(message.headers)
+        if message.attachments:
+            body["attachment"] = [
+                {"name": attachment.name, "content": base64.b64encode(attachment.content).decode()}
+                for attachment in message.attachments
+            ]
+
+        response = await send_request(
+            self.http,
+            self.provider_id,
+            "POST",
+            f"{self.base_url(DEFAULT_BASE_URL)}/v3/smtp/email",
+            json=body,
+            headers={"api-key": api_key, "accept": "application/json"},
+        )
+        answer = json_object(response)
+        return SendResult(provider_message_id=answer.get("messageId"), raw=answer)

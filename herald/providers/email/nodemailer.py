@@ -1,0 +1,109 @@
+"""Any SMTP server ("Custom SMTP" in Novu, provider id ``nodemailer``)."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from typing import Any, ClassVar
+
+import aiosmtplib
+
+from herald.providers.base import EmailMessage, EmailProvider, ProviderError, SendResult
+from herald.providers.email.mime import build_mime
+from herald.providers.http import TOTAL_TIMEOUT
+
+
+class SmtpProvider(EmailProvider):
+    """Credentials: host, port, secure (implicit TLS), requireTls (STARTTLS or fail), ignoreTls
+    (never STARTTLS), user, password, from, senderName, tlsOptions.rejectUnauthorized.
+
+    Without secure, requireTls or ignoreTls, STARTTLS is used when the server offers it.
+    """
+
+    provider_id: ClassVar[str] = "nodemailer"
+    display_name: ClassVar[str] = "Custom SMTP"
+
+    async def send(self, message: EmailMessage) -> SendResult:
+        from_address, sender_name = self.sender(message)
+        host = self.require("host")
+        secure = self.flag("secure")
+        port = self._port(secure)
+        mime = build_mime(message, from_address, sender_name)
+        recipients = [*message.to, *message.cc, *message.bcc]
+        timeout = self.http.timeout.read or TOTAL_TIMEOUT
+
+        client = aiosmtplib.SMTP(
+            hostname=host,
+            port=port,
+            use_tls=secure,
+            start_tls=self._start_tls(secure),
+            validate_certs=self._validate_certs(),
+            username=self.credential("user"),
+            password=self.credential("password"),
+            timeout=timeout,
+        )
+        try:
+            async with asyncio.timeout(timeout * 2):
+                async with client:
+                    refused, reply = await client.send_message(mime, sender=from_address, recipients=recipients)
+        except aiosmtplib.SMTPRecipientsRefused as exc:
+            codes = [refusal.code for refusal in exc.recipients]
+            details = "; ".join(f"{r.recipient}: {r.code} {r.message}" for r in exc.recipients)
+            raise self.error(
+                f"every recipient was refused: {details}",
+                transient=all(400 <= code < 500 for code in codes),
+                status_code=codes[0] if codes else None,
+            ) from exc
+        except aiosmtplib.SMTPResponseException as exc:
+            raise self._response_error(exc) from exc
+        except (aiosmtplib.SMTPTimeoutError, TimeoutError) as exc:
+            raise self.error(f"SMTP server {host}:{port} timed out: {exc}", transient=True) from exc
+        except (aiosmtplib.SMTPServerDisconnected, aiosmtplib.SMTPConnectError) as exc:
+            raise self.error(f"could not talk to SMTP server {host}:{port}: {exc}", transient=True) from exc
+        except ssl.SSLError as exc:
+            raise self.error(f"TLS with {host}:{port} failed: {exc}", transient=False) from exc
+        except aiosmtplib.SMTPException as exc:
+            # STARTTLS or AUTH demanded but not offered, and the like: a
+            # configuration mismatch that retrying will not fix.
+            raise self.error(f"SMTP server {host}:{port}: {exc}", transient=False) from exc
+        except OSError as exc:
+            raise self.error(f"could not reach SMTP server {host}:{port}: {exc}", transient=True) from exc
+
+        failures = [f"{address}: {answer.code} {answer.message}" for address, answer in refused.items()]
+        raw: dict[str, Any] = {"response": reply}
+        if refused:
+            raw["refused"] = {address: f"{answer.code} {answer.message}" for address, answer in refused.items()}
+        return SendResult(provider_message_id=mime["Message-ID"], raw=raw, failures=failures)
+
+    def _port(self, secure: bool) -> int:
+        value = self.credential("port")
+        if value is None:
+            return 465 if secure else 587
+        try:
+            return int(value)
+        except ValueError:
+            raise self.error(f"credential port is not a number: {value!r}", transient=False) from None
+
+    def _start_tls(self, secure: bool) -> bool | None:
+        if secure:
+            return False  # already TLS from the first byte
+        if self.flag("ignoreTls"):
+            return False
+        if self.flag("requireTls"):
+            return True
+        return None  # STARTTLS when offered
+
+    def _validate_certs(self) -> bool:
+        options = self.credentials.get("tlsOptions")
+        return not (isinstance(options, dict) and options.get("rejectUnauthorized") is False)
+
+    def _response_error(self, exc: aiosmtplib.SMTPResponseException) -> ProviderError:
+        kind = (
+            "authentication failed" if isinstance(exc, aiosmtplib.SMTPAuthenticationError) else "SMTP server answered"
+        )
+        return self.error(
+            f"{kind}: {exc.code} {exc.message}",
+            # 4yz replies are temporary by definition (RFC 5321 §4.2.1), 5yz permanent.
+            transient=400 <= exc.code < 500,
+            status_code=exc.code,
+        )

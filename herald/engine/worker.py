@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from herald.engine import queue
 from herald.engine.queue import JobSignal
 from herald.engine.runner import JobRunner
+from herald.providers.http import create_http_client
 from herald.engine.steps.base import EngineSettings
 from herald.kit.crypto import SecretBox
 from herald.kit.ids import short_id
@@ -44,7 +45,7 @@ class Worker:
     def __post_init__(self) -> None:
         self._owns_http = self.http is None
         if self.http is None:
-            self.http = httpx.AsyncClient(timeout=httpx.Timeout(15.0, connect=5.0))
+            self.http = create_http_client()
         self.runner = JobRunner(self.sessionmaker, self.http, self.box, self.settings, self.worker_id)
 
     async def run_once(self) -> int:

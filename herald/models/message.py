@@ -33,7 +33,7 @@ class Message(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     subject: Mapped[str | None] = mapped_column(Text, default=None)
     title: Mapped[str | None] = mapped_column(Text, default=None)
     # A string, or a list of EmailBlock objects.
-    content: Mapped[Any] = mapped_column(JSONType, default=None)
+    content: Mapped[Any] = mapped_column(JSONType, nullable=True, default=None)
     cta: Mapped[dict[str, Any]] = mapped_column(default=dict)
     payload: Mapped[dict[str, Any]] = mapped_column(default=dict)
     overrides: Mapped[dict[str, Any]] = mapped_column(default=dict)

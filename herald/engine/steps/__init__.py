@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from herald.engine.steps import delay, digest, in_app
+from herald.engine.steps import chat, delay, digest, email, in_app, push, sms
 from herald.engine.steps.base import StepContext, StepOutcome
 
 StepRunner = Callable[[StepContext], Awaitable[StepOutcome]]
 
 STEP_RUNNERS: dict[str, StepRunner] = {
     "in_app": in_app.run,
+    "email": email.run,
+    "sms": sms.run,
+    "chat": chat.run,
+    "push": push.run,
     "delay": delay.run,
     "digest": digest.run,
 }

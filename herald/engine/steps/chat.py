@@ -1,0 +1,31 @@
+"""The chat step: one message per chat channel of the subscriber (webhook URL or channel)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from herald.engine.steps.base import StepContext, StepOutcome
+from herald.engine.steps.subscriber_channels import deliver_to_channels
+from herald.engine.templates import TemplateError, render_chat
+from herald.models import Integration
+from herald.providers.base import ChatMessage
+
+
+async def run(ctx: StepContext) -> StepOutcome:
+    try:
+        content = render_chat(ctx.template.get("content") or "", ctx.variables())
+    except TemplateError as exc:
+        return StepOutcome.failed(f"Template error: {exc}")
+
+    def build(credentials: dict[str, Any], integration: Integration):  # type: ignore[no-untyped-def]
+        chat = ChatMessage(content=content, webhook_url=credentials.get("webhookUrl"), channel=credentials.get("channel"))
+        message = ctx.new_message(
+            "chat", content=content, provider_id=integration.provider_id, direct_webhook_url=credentials.get("webhookUrl")
+        )
+
+        async def send(provider):  # type: ignore[no-untyped-def]
+            return await provider.send(chat)
+
+        return message, send
+
+    return await deliver_to_channels(ctx, "chat", build)

@@ -1,0 +1,131 @@
+"""What the channel steps share: choosing integrations and sending through providers.
+
+A send is recorded per delivery (one per integration for email and sms, one
+per subscriber channel entry for chat and push) under a ``delivery_key``. A
+delivery already accepted by its provider is never sent again when the job is
+retried: the runner stores accepted messages even when another delivery of the
+same job failed transiently and the job goes back to the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from herald.engine.filters import FilterContext, step_passes
+from herald.engine.repository import EngineRepository
+from herald.engine.steps.base import Detail, StepContext, StepOutcome
+from herald.kit.ids import new_id
+from herald.kit.time import isoformat
+from herald.models import Integration, Message
+from herald.providers.base import Provider, ProviderError, SendResult
+from herald.providers.registry import provider_class
+
+
+@dataclass
+class Delivery:
+    """One send: which integration, under which key, and the message row to record it."""
+
+    key: str
+    integration: Integration
+    message: Message
+    send: Callable[[Provider[Any]], Awaitable[SendResult]]
+
+
+async def load_integrations(ctx: StepContext, channel: str) -> tuple[Sequence[Integration], dict[str, Message]]:
+    async with ctx.sessionmaker() as session:
+        repository = EngineRepository(session)
+        return await repository.active_integrations(ctx.job.environment_id, channel), await repository.messages_of_job(ctx.job.id)
+
+
+def select_integration(ctx: StepContext, channel: str, integrations: Sequence[Integration]) -> tuple[Integration | None, str]:
+    """The integration that sends this step's email or sms, or None and why.
+
+    ``overrides.<channel>.integrationIdentifier`` names one; otherwise, with a
+    tenant, the first active integration whose conditions match; otherwise the
+    channel's primary (or, with no primary, the highest-priority active one).
+    """
+    override = ((ctx.event.overrides or {}).get(channel) or {}).get("integrationIdentifier")
+    if override:
+        chosen = next((i for i in integrations if i.identifier == override), None)
+        if chosen is None:
+            return None, f"No active {channel} integration with identifier {override!r} in this environment"
+        return chosen, f"integration {override} chosen by overrides.{channel}.integrationIdentifier"
+    if ctx.tenant:
+        context = FilterContext(subscriber=ctx.subscriber_fields(), payload=ctx.payload, tenant=ctx.tenant)
+        for integration in integrations:
+            if integration.conditions and step_passes(integration.conditions, context).passed:
+                return integration, f"integration {integration.identifier} chosen by its conditions"
+    unconditional = [i for i in integrations if not i.conditions]
+    if not unconditional:
+        return None, f"No active {channel} integration in this environment"
+    chosen = next((i for i in unconditional if i.primary), unconditional[0])
+    return chosen, f"integration {chosen.identifier} ({'primary' if chosen.primary else 'highest priority'})"
+
+
+async def deliver(ctx: StepContext, deliveries: list[Delivery], already: dict[str, Message]) -> StepOutcome:
+    """Send every delivery not yet accepted; answer what the job should become."""
+    details: list[Detail] = []
+    messages: list[Message] = []
+    transient: list[str] = []
+    permanent: list[str] = []
+    for delivery in deliveries:
+        delivery.message.delivery_key = delivery.key
+        previous = already.get(delivery.key)
+        if previous is not None and previous.status == "sent":
+            details.append(Detail("Success", f"Already sent by {delivery.integration.provider_id} (id {previous.provider_message_id}); not sent again", delivery.integration.provider_id))
+            continue
+        cls = provider_class(delivery.integration.provider_id)
+        if cls is None:
+            permanent.append(_fail(delivery, messages, details, f"Provider {delivery.integration.provider_id!r} is not supported by Herald"))
+            continue
+        provider = cls(ctx.box.open_credentials(delivery.integration.credentials), ctx.http)
+        try:
+            result = await delivery.send(provider)
+        except ProviderError as exc:
+            if exc.transient and ctx.job.attempts < ctx.job.max_attempts:
+                transient.append(exc.message)
+                details.append(Detail("Failed", f"Provider error (will retry): {exc.message}", delivery.integration.provider_id))
+            else:
+                permanent.append(_fail(delivery, messages, details, exc.message, status_code=exc.status_code))
+            continue
+        delivery.message.status = "sent"
+        delivery.message.provider_message_id = result.provider_message_id
+        delivery.message.delivered_at = [isoformat(ctx.now)]
+        messages.append(delivery.message)
+        note = f"; some recipients failed: {'; '.join(result.failures)}" if result.failures else ""
+        details.append(
+            Detail(
+                "Success",
+                f"Accepted by {delivery.integration.provider_id} (id {result.provider_message_id}){note}",
+                delivery.integration.provider_id,
+                raw=result.raw,
+            )
+        )
+    if transient:
+        return StepOutcome("failed", details=details, messages=messages, retryable=True, error_text="; ".join(transient))
+    if permanent:
+        return StepOutcome("failed", details=details, messages=messages, error_text="; ".join(permanent))
+    return StepOutcome("completed", details=details, messages=messages)
+
+
+def _fail(delivery: Delivery, messages: list[Message], details: list[Detail], text: str, status_code: int | None = None) -> str:
+    delivery.message.status = "error"
+    delivery.message.error_id = f"provider_error_{status_code}" if status_code else f"error_{new_id()}"
+    delivery.message.error_text = text
+    messages.append(delivery.message)
+    details.append(Detail("Failed", f"Delivery failed: {text}", delivery.integration.provider_id))
+    return text
+
+
+def missing_address(ctx: StepContext, channel: str, what: str) -> StepOutcome:
+    """A subscriber who cannot be reached on this channel: a warning message, and the workflow goes on."""
+    text = f"Subscriber {ctx.subscriber.subscriber_id} has no {what}; the {channel} step was not sent"
+    message = ctx.new_message(channel, status="warning", error_id="missing_address", error_text=text)
+    return StepOutcome("skipped", details=[Detail("Warning", text)], messages=[message])
+
+
+def no_integration(ctx: StepContext, channel: str, reason: str) -> StepOutcome:
+    message = ctx.new_message(channel, status="error", error_id="no_integration", error_text=reason)
+    return StepOutcome("failed", details=[Detail("Failed", reason)], messages=[message], error_text=reason)

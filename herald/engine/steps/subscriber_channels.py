@@ -1,0 +1,43 @@
+"""Chat and push go to every entry of subscriber.channels whose provider has an active integration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from herald.engine.steps.base import Detail, StepContext, StepOutcome
+from herald.engine.steps.delivery import Delivery, deliver, load_integrations
+from herald.models import Integration, Message
+
+
+async def deliver_to_channels(
+    ctx: StepContext,
+    channel: str,
+    build: Callable[[dict[str, Any], Integration], tuple[Message, Callable[..., Any]] | None],
+) -> StepOutcome:
+    integrations, already = await load_integrations(ctx, channel)
+    deliveries = []
+    unmatched = []
+    for index, entry in enumerate(ctx.subscriber.channels or []):
+        provider_id = entry.get("providerId")
+        wanted = entry.get("integrationIdentifier")
+        integration = next(
+            (i for i in integrations if i.provider_id == provider_id and (not wanted or i.identifier == wanted)), None
+        )
+        if integration is None:
+            if any(i.channel == channel for i in integrations) or provider_id:
+                unmatched.append(str(provider_id))
+            continue
+        built = build(entry.get("credentials") or {}, integration)
+        if built is None:
+            continue
+        message, send = built
+        deliveries.append(Delivery(f"{channel}:{integration.identifier}:{index}", integration, message, send))
+    if not deliveries:
+        text = (
+            f"Subscriber {ctx.subscriber.subscriber_id} has no {channel} channel with an active integration"
+            + (f" (channels without one: {', '.join(unmatched)})" if unmatched else "")
+        )
+        message = ctx.new_message(channel, status="warning", error_id="missing_channel", error_text=text)
+        return StepOutcome("skipped", details=[Detail("Warning", text)], messages=[message])
+    return await deliver(ctx, deliveries, already)

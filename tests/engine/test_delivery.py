@@ -1,0 +1,244 @@
+"""Email, sms, chat and push steps end to end, against local protocol peers."""
+
+from __future__ import annotations
+
+import asyncio
+import email
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import select
+
+from herald.engine.worker import Worker
+from herald.models import Job
+from tests.conftest import Tenancy
+from tests.engine.conftest import details_of, jobs_of, messages_of, trigger
+from tests.fixtures import peers
+from tests.fixtures.builders import create_integration, create_subscriber, create_workflow
+from tests.fixtures.peers import HttpPeer, SmtpPeer
+
+EMAIL = {"name": "mail", "template": {"type": "email", "subject": "Hi {{subscriber.firstName}}", "content": [{"type": "text", "content": "Your order {{payload.order}}"}]}}
+SMS = {"name": "text", "template": {"type": "sms", "content": "Order {{payload.order}} shipped"}}
+IN_APP = {"name": "inbox", "template": {"type": "in_app", "content": "done"}}
+
+
+@pytest.fixture
+def smtp() -> Iterator[SmtpPeer]:
+    server = SmtpPeer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def _peer() -> Iterator[HttpPeer]:
+    server = HttpPeer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def peer(_peer: HttpPeer) -> Iterator[HttpPeer]:
+    _peer.reset()
+    yield _peer
+    _peer.reset()
+
+
+async def settle(worker: Worker, app: FastAPI, transaction_id: str, rounds: int = 60) -> list[Job]:
+    """Run the worker until every step job of the transaction has a final status (retries included)."""
+    final = {"completed", "failed", "skipped", "canceled", "merged"}
+    for _ in range(rounds):
+        await worker.run_until_idle()
+        jobs = [j for j in await jobs_of(app, transaction_id) if j.kind == "step"]
+        if jobs and all(j.status in final for j in jobs):
+            return jobs
+        await asyncio.sleep(0.03)
+    raise AssertionError(f"jobs did not settle: {[(j.step_type, j.status) for j in jobs]}")
+
+
+def name_of(workflow: dict[str, Any]) -> str:
+    return workflow["triggers"][0]["identifier"]
+
+
+async def test_email_goes_through_the_primary_smtp_integration(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, smtp: SmtpPeer
+) -> None:
+    await create_integration(
+        api,
+        providerId="nodemailer",
+        active=True,
+        credentials={"host": "127.0.0.1", "port": str(smtp.port), "from": "herald@example.com", "senderName": "Herald", "ignoreTls": True},
+    )
+    subscriber = await create_subscriber(api, email="ada@example.com", firstName="Ada")
+    workflow = await create_workflow(api, steps=[EMAIL])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "A-1"})
+    [job] = await settle(worker, app, result["transactionId"])
+    assert job.status == "completed"
+    [mail] = smtp.received
+    assert mail.rcpt_tos == ["ada@example.com"]
+    parsed = email.message_from_bytes(mail.data)
+    assert parsed["Subject"] == "Hi Ada"
+    assert "Herald" in parsed["From"]
+    bodies = [part.get_payload(decode=True).decode() for part in parsed.walk() if part.get_content_maintype() == "text"]
+    assert any("Your order A-1" in body for body in bodies)
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert (message.channel, message.status, message.email) == ("email", "sent", "ada@example.com")
+    assert message.provider_id == "nodemailer"
+    assert any(d.detail.startswith("Accepted by nodemailer") for d in await details_of(app, result["transactionId"]))
+
+    # A worker that runs the same job again (its lease ran out) does not send twice.
+    async with app.state.sessionmaker() as session:
+        again = await session.get(Job, job.id)
+        again.status = "queued"
+        await session.commit()
+    await settle(worker, app, result["transactionId"])
+    assert len(smtp.received) == 1
+
+
+async def test_sms_override_picks_another_integration(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    peers.install_twilio(peer, account_sid="AC1", token="tok")
+    primary = await create_integration(api, providerId="twilio", channel="sms", active=True, credentials={"accountSid": "AC1", "token": "wrong", "from": "+100", "baseUrl": peer.url})
+    chosen = await create_integration(api, providerId="twilio", channel="sms", active=True, identifier="backup-sms", credentials={"accountSid": "AC1", "token": "tok", "from": "+100", "baseUrl": peer.url})
+    assert primary["primary"] and not chosen["primary"]
+    subscriber = await create_subscriber(api, phone="+15550001")
+    workflow = await create_workflow(api, steps=[SMS])
+    result = await trigger(
+        api, name_of(workflow), subscriber["subscriberId"], payload={"order": "B-2"}, overrides={"sms": {"integrationIdentifier": "backup-sms"}}
+    )
+    [job] = await settle(worker, app, result["transactionId"])
+    assert job.status == "completed"
+    [request] = peer.requests_to("/2010-04-01/Accounts/AC1/Messages.json")
+    assert request.form_value("Body") == "Order B-2 shipped"
+    assert request.form_value("To") == "+15550001"
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert message.status == "sent" and message.provider_message_id.startswith("SM")
+
+    # Without the override the primary (with a wrong token) is used, and fails for good: no retry.
+    failed = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "C-3"})
+    [job] = await settle(worker, app, failed["transactionId"])
+    assert job.status == "failed" and job.attempts == 1
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=failed["transactionId"])
+    assert message.status == "error" and "Authenticate" in (message.error_text or "")
+    assert message.error_id
+
+
+async def test_transient_failures_are_retried_then_recorded_as_error(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    peer.route("POST", "/v3/mail/send", peers.status_answer(503, {"errors": [{"message": "unavailable"}]}))
+    await create_integration(api, providerId="sendgrid", active=True, credentials={"apiKey": "SG.x", "from": "a@example.com", "baseUrl": peer.url})
+    subscriber = await create_subscriber(api, email="ada@example.com")
+    workflow = await create_workflow(api, steps=[EMAIL, IN_APP])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "D"})
+    jobs = await settle(worker, app, result["transactionId"])
+    assert [j.status for j in jobs] == ["failed", "completed"]
+    assert jobs[0].attempts == jobs[0].max_attempts
+    assert len(peer.requests_to("/v3/mail/send")) == jobs[0].max_attempts
+    messages = {m.channel: m for m in await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])}
+    assert messages["email"].status == "error"
+    assert messages["email"].error_id and "503" in (messages["email"].error_text or "")
+    retries = [d for d in await details_of(app, result["transactionId"]) if "will retry" in d.detail]
+    assert len(retries) == jobs[0].max_attempts - 1
+
+
+async def test_transient_failure_then_success(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    answers = iter([peers.status_answer(429, {"errors": []}), None])
+    peers.install_sendgrid(peer, api_key="SG.y")
+    ok_handler = peer._routes[-1][2]
+
+    def flaky(request: peers.RecordedRequest):  # type: ignore[no-untyped-def]
+        handler = next(answers, None) or ok_handler
+        return handler(request)
+
+    peer.reset()
+    peer.route("POST", "/v3/mail/send", flaky)
+    await create_integration(api, providerId="sendgrid", active=True, credentials={"apiKey": "SG.y", "from": "a@example.com", "baseUrl": peer.url})
+    subscriber = await create_subscriber(api, email="ada@example.com")
+    workflow = await create_workflow(api, steps=[EMAIL])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "E"})
+    [job] = await settle(worker, app, result["transactionId"])
+    assert job.status == "completed" and job.attempts == 2
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert message.status == "sent"
+
+
+async def test_missing_address_is_a_warning_and_the_workflow_goes_on(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    subscriber = await create_subscriber(api, email=None, phone=None)
+    workflow = await create_workflow(api, steps=[EMAIL, SMS, IN_APP])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "F"})
+    jobs = await settle(worker, app, result["transactionId"])
+    assert [j.status for j in jobs] == ["skipped", "skipped", "completed"]
+    messages = {m.channel: m for m in await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])}
+    assert messages["email"].status == "warning" and "no email address" in messages["email"].error_text
+    assert messages["sms"].status == "warning" and "no phone number" in messages["sms"].error_text
+    assert messages["in_app"].status == "sent"
+
+
+async def test_no_integration_fails_and_stop_on_fail_halts(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    subscriber = await create_subscriber(api, email="ada@example.com")
+    workflow = await create_workflow(api, steps=[{**EMAIL, "shouldStopOnFail": True}, IN_APP])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "G"})
+    jobs = await settle(worker, app, result["transactionId"])
+    assert [j.status for j in jobs] == ["failed", "canceled"]
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert message.status == "error" and "No active email integration" in message.error_text
+
+
+async def test_chat_and_push_go_to_every_subscriber_channel(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    peers.install_slack(peer)
+    received: list[Any] = []
+
+    def push_hook(request: peers.RecordedRequest):  # type: ignore[no-untyped-def]
+        received.append(request.json())
+        return peers.status_answer(200, {"id": "push-1"})(request)
+
+    peer.route("POST", "/push-hook", push_hook)
+    await create_integration(api, providerId="slack", channel="chat", active=True, credentials={})
+    await create_integration(api, providerId="push-webhook", channel="push", active=True, credentials={"webhookUrl": f"{peer.url}/push-hook"})
+    subscriber = await create_subscriber(api)
+    for provider_id, credentials in (
+        ("slack", {"webhookUrl": f"{peer.url}/services/T000/B000/XXXX"}),
+        ("push-webhook", {"deviceTokens": ["device-a", "device-b"]}),
+    ):
+        response = await api.put(
+            f"/v1/subscribers/{subscriber['subscriberId']}/credentials", json={"providerId": provider_id, "credentials": credentials}
+        )
+        assert response.status_code == 200, response.text
+    workflow = await create_workflow(
+        api,
+        steps=[
+            {"name": "chat", "template": {"type": "chat", "content": "Deploy {{payload.version}} done"}},
+            {"name": "push", "template": {"type": "push", "title": "Deploy", "content": "{{payload.version}} is live"}},
+        ],
+    )
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"version": "1.2"})
+    jobs = await settle(worker, app, result["transactionId"])
+    assert [j.status for j in jobs] == ["completed", "completed"]
+    [slack] = peer.requests_to("/services/T000/B000/XXXX")
+    assert slack.json()["text"] == "Deploy 1.2 done"
+    assert received and "1.2 is live" in str(received[0])
+    messages = {m.channel: m for m in await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])}
+    assert messages["chat"].status == "sent" and messages["push"].device_tokens == ["device-a", "device-b"]
+
+
+async def test_chat_without_a_channel_is_a_warning(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker) -> None:
+    subscriber = await create_subscriber(api)
+    workflow = await create_workflow(api, steps=[{"name": "chat", "template": {"type": "chat", "content": "x"}}, IN_APP])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"])
+    jobs = await settle(worker, app, result["transactionId"])
+    assert [j.status for j in jobs] == ["skipped", "completed"]
+    async with app.state.sessionmaker() as session:
+        statuses = (await session.execute(select(Job.status).where(Job.transaction_id == result["transactionId"]))).scalars().all()
+    assert "failed" not in statuses

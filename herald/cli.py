@@ -153,6 +153,13 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dev_smtp(_settings: Settings, args: argparse.Namespace) -> int:
+    from herald.devtools.smtp import serve_forever
+
+    serve_forever(args.host, args.port)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="herald", description="Herald notification service")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -166,6 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker = commands.add_parser("worker", help="run job workers without the API")
     worker.add_argument("--concurrency", type=int, default=0, help="jobs run at once (default 8)")
     worker.set_defaults(handler=cmd_worker)
+
+    dev_smtp = commands.add_parser("dev-smtp", help="run a local SMTP server that prints the emails it receives")
+    dev_smtp.add_argument("--host", default="127.0.0.1")
+    dev_smtp.add_argument("--port", type=int, default=2525)
+    dev_smtp.set_defaults(handler=cmd_dev_smtp)
 
     migrate = commands.add_parser("migrate", help="create or upgrade the database schema")
     migrate.set_defaults(handler=cmd_migrate)

@@ -1,0 +1,1 @@
+"""Tools for trying Herald on one machine."""

@@ -141,8 +141,9 @@ class JobRunner:
                 repository = EngineRepository(session)
                 for message in outcome.messages:
                     await repository.save_message(message)
+                queued = Detail("Queued", f"Step {ctx.step.get('name') or job.step_type} queued; attempt {job.attempts}")
                 await self._settle(session, ctx, job, outcome)
-                await self._details(session, job, outcome.details, ctx.step)
+                await self._details(session, job, [queued, *outcome.details], ctx.step)
         except IntegrityError as exc:
             if outcome.status == "delayed" and ctx.job.step_type == "digest":
                 raise _Retry from exc  # another event opened this digest first: merge into it

@@ -65,6 +65,7 @@ class Message(Schema):
     """The Message response object (spec §2.2), plus ``updatedAt``.
 
     ``subscriber`` and ``template`` (optional in the spec) are not embedded.
+    ``_jobId`` and ``archived`` are added for Novu's feed clients.
     ``_templateId``, ``_messageTemplateId`` and ``_feedId`` are the fields the
     spec types as "string or null": they are always present, null when unset.
     Other optional fields are left out when unset.
@@ -104,6 +105,10 @@ class Message(Schema):
     overrides: dict[str, Any] = optional_field()
     contextKeys: list[str] = optional_field()
     updatedAt: str
+    # Fields Novu's inbox clients read on feed items: the job that made the
+    # message, and whether it is archived (Herald has no archive yet: false).
+    job_id: str = optional_field(alias="_jobId")
+    archived: bool = False
 
 
 class UnseenCount(Schema):

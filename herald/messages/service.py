@@ -59,6 +59,7 @@ def to_schema(message: Message) -> MessageSchema:
             "title": message.title,
             "cta": message.cta or {},
             "_feedId": message.feed_id,
+            "_jobId": message.job_id,
             "status": message.status,
             "errorId": message.error_id,
             "errorText": message.error_text,

@@ -20,7 +20,7 @@ from herald.models import Message
 from tests.conftest import Tenancy, assert_error
 from tests.fixtures.builders import create_subscriber, insert_in_app_message
 
-# Spec §2.2: every field of Message (plus updatedAt), with the JSON types it may take.
+# Spec §2.2: every field of Message (plus updatedAt, _jobId and archived), with the JSON types it may take.
 SPEC_FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "_id": (str,),
     "_templateId": (str, type(None)),
@@ -56,6 +56,9 @@ SPEC_FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "overrides": (dict,),
     "contextKeys": (list,),
     "updatedAt": (str,),
+    # Read by Novu's feed clients (the SDK's NotificationFeedItemDto requires them).
+    "_jobId": (str,),
+    "archived": (bool,),
 }
 SPEC_REQUIRED = {
     "_environmentId",
@@ -321,6 +324,7 @@ async def test_message_has_the_spec_fields_and_types(api: httpx.AsyncClient, app
         error_text="Rejected",
         snoozed_until=utcnow() + timedelta(hours=1),
         context_keys=["tenant:acme"],
+        job_id=new_id(),
     )
     bare = await insert_in_app_message(app, subscriber)
     response = await api.post(

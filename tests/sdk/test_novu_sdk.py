@@ -73,3 +73,31 @@ async def test_sdk_round_trip(server_url: str, api: httpx.AsyncClient, app: Fast
     assert triggered.status.value == "processed"
     assert [m.id for m in marked] == [message.id]
     assert marked[0].read is True and marked[0].seen is True
+
+
+async def test_sdk_reads_the_inbox_feed_the_engine_made(
+    server_url: str, api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy
+) -> None:
+    from dataclasses import replace
+
+    from herald.app import build_worker
+
+    workflow = await create_workflow(api)
+    subscriber = await create_subscriber(api)
+    response = await api.post(
+        "/v1/events/trigger",
+        json={"name": workflow["triggers"][0]["identifier"], "to": subscriber["subscriberId"], "payload": {"name": "Ada"}},
+    )
+    assert response.json()["data"]["status"] == "processed"
+    worker = build_worker(replace(app.state.settings), app.state.sessionmaker)
+    try:
+        await worker.run_until_idle()
+    finally:
+        await worker.http.aclose()
+    novu = Novu(secret_key=tenancy.api_key, server_url=server_url)
+    feed = await asyncio.to_thread(
+        lambda: novu.subscribers.notifications.feed(request={"subscriber_id": subscriber["subscriberId"]}).result
+    )
+    [item] = feed.data
+    assert item.content == "Hello Ada"
+    assert item.read is False and item.archived is False

@@ -111,6 +111,14 @@ async def mark_messages_as(
     )
 
 
+def _does_not_exist(subscriber_id: str, principal: Principal) -> str:
+    """Novu's wording for an unknown subscriber on the mark-all and unseen routes."""
+    return (
+        f"Subscriber {subscriber_id} does not exist in environment {principal.environment_id}, "
+        "please provide a valid subscriber identifier"
+    )
+
+
 async def mark_all_messages_as(
     session: AsyncSession,
     principal: Principal,
@@ -123,8 +131,7 @@ async def mark_all_messages_as(
         session,
         principal,
         subscriber_id,
-        f"Subscriber {subscriber_id} does not exist in environment {principal.environment_id}, "
-        "please provide a valid subscriber identifier",
+        _does_not_exist(subscriber_id, principal),
     )
     now = utcnow()
     return await MessageRepository(session).set_flags_of_all(
@@ -212,8 +219,7 @@ async def unseen_count(
         session,
         principal,
         subscriber_id,
-        f"Subscriber {subscriber_id} does not exist in environment {principal.environment_id}, "
-        "please provide a valid subscriber identifier",
+        _does_not_exist(subscriber_id, principal),
     )
     return await MessageRepository(session).count_by_seen(
         principal.environment_id, subscriber.id, seen=seen, limit=limit, feed_ids=feed_ids

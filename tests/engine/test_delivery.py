@@ -242,3 +242,21 @@ async def test_chat_without_a_channel_is_a_warning(api: httpx.AsyncClient, app: 
     async with app.state.sessionmaker() as session:
         statuses = (await session.execute(select(Job.status).where(Job.transaction_id == result["transactionId"]))).scalars().all()
     assert "failed" not in statuses
+
+
+async def test_integration_conditions_pick_the_integration_when_a_tenant_is_given(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    peers.install_twilio(peer, account_sid="AC9", token="tok")
+    common = {"accountSid": "AC9", "token": "tok", "baseUrl": peer.url}
+    await create_integration(api, providerId="twilio", channel="sms", active=True, credentials={**common, "from": "+1000"})
+    conditions = [{"isNegated": False, "type": "GROUP", "value": "AND", "children": [{"field": "region", "value": "eu", "operator": "EQUAL", "on": "payload"}]}]
+    await create_integration(api, providerId="twilio", channel="sms", active=True, conditions=conditions, credentials={**common, "from": "+4400"})
+    assert (await api.post("/v1/tenants", json={"identifier": "acme", "name": "Acme"})).status_code == 201
+    subscriber = await create_subscriber(api, phone="+15550002")
+    workflow = await create_workflow(api, steps=[SMS])
+    for payload in ({"order": 1, "region": "eu"}, {"order": 2, "region": "us"}):
+        result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload=payload, tenant="acme")
+        await settle(worker, app, result["transactionId"])
+    senders = [request.form_value("From") for request in peer.requests_to("/2010-04-01/Accounts/AC9/Messages.json")]
+    assert senders == ["+4400", "+1000"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
@@ -349,3 +350,84 @@ async def test_a_job_whose_worker_died_is_taken_by_another(
 async def session_count(app: FastAPI, subscriber_id: str) -> int:
     async with app.state.sessionmaker() as session:
         return int(await session.scalar(select(func.count()).select_from(Subscriber).where(Subscriber.id == subscriber_id)) or 0)
+
+
+# One case per operator: (operator, filter value, payload that passes, payload that does not).
+OPERATOR_CASES = [
+    ("EQUAL", "gold", {"v": "gold"}, {"v": "silver"}),
+    ("NOT_EQUAL", "gold", {"v": "silver"}, {"v": "gold"}),
+    ("LARGER", "10", {"v": 11}, {"v": 10}),
+    ("SMALLER", "10", {"v": 9}, {"v": 10}),
+    ("LARGER_EQUAL", "10", {"v": 10}, {"v": 9}),
+    ("SMALLER_EQUAL", "10", {"v": 10}, {"v": 11}),
+    ("IN", "a,b,c", {"v": "b"}, {"v": "d"}),
+    ("NOT_IN", "a,b,c", {"v": "d"}, {"v": "a"}),
+    ("ANY_IN", "x,y", {"v": ["y", "z"]}, {"v": ["z"]}),
+    ("ALL_IN", "x,y", {"v": ["x", "y", "z"]}, {"v": ["x", "z"]}),
+    ("BETWEEN", "5,10", {"v": 7}, {"v": 11}),
+    ("NOT_BETWEEN", "5,10", {"v": 11}, {"v": 7}),
+    ("LIKE", "%@example.com", {"v": "ada@example.com"}, {"v": "ada@other.org"}),
+    ("NOT_LIKE", "%@example.com", {"v": "ada@other.org"}, {"v": "ada@example.com"}),
+]
+
+
+@pytest.mark.parametrize(("operator", "value", "passing", "failing"), OPERATOR_CASES, ids=[c[0] for c in OPERATOR_CASES])
+async def test_every_filter_operator_end_to_end(
+    api: httpx.AsyncClient,
+    app: FastAPI,
+    tenancy: Tenancy,
+    worker: Worker,
+    operator: str,
+    value: str,
+    passing: dict[str, Any],
+    failing: dict[str, Any],
+) -> None:
+    subscriber = await create_subscriber(api)
+    step = {
+        "name": "filtered",
+        "template": {"type": "in_app", "content": "passed"},
+        "filters": [{"isNegated": False, "type": "GROUP", "value": "AND", "children": [{"field": "v", "value": value, "operator": operator, "on": "payload"}]}],
+    }
+    workflow = await create_workflow(api, steps=[step])
+    yes = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload=passing)
+    no = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload=failing)
+    await worker.run_until_idle()
+    assert [m.content for m in await messages_of(app, tenancy.environment_id, transaction_id=yes["transactionId"])] == ["passed"]
+    assert await messages_of(app, tenancy.environment_id, transaction_id=no["transactionId"]) == []
+    assert [j.status for j in await jobs_of(app, no["transactionId"]) if j.kind == "step"] == ["skipped"]
+
+
+async def test_subscriber_filters_and_or_groups(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker) -> None:
+    vip = await create_subscriber(api, data={"plan": "vip"}, firstName="Ada")
+    regular = await create_subscriber(api, data={"plan": "free"}, firstName="Bob")
+    step = {
+        "name": "vip or Bob",
+        "template": {"type": "in_app", "content": "hi"},
+        "filters": [
+            {"type": "GROUP", "value": "OR", "children": [
+                {"field": "data.plan", "value": "vip", "operator": "EQUAL", "on": "subscriber"},
+                {"field": "firstName", "value": "Carl", "operator": "EQUAL", "on": "subscriber"},
+            ]},
+        ],
+    }
+    workflow = await create_workflow(api, steps=[step])
+    result = await trigger(api, workflow_name(workflow), [vip["subscriberId"], regular["subscriberId"]])
+    await worker.run_until_idle()
+    messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert [m.subscriber_id for m in messages] == [vip["_id"]]
+
+
+async def test_bulk_trigger_runs_every_event(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker) -> None:
+    subscribers = [await create_subscriber(api) for _ in range(3)]
+    workflow = await create_workflow(api, steps=[IN_APP])
+    response = await api.post(
+        "/v1/events/trigger/bulk",
+        json={"events": [{"name": workflow_name(workflow), "to": s["subscriberId"], "payload": {"item": str(i)}} for i, s in enumerate(subscribers)]},
+    )
+    results = response.json()["data"]
+    assert [r["status"] for r in results] == ["processed"] * 3
+    await worker.run_until_idle()
+    for index, (result, subscriber) in enumerate(zip(results, subscribers)):
+        [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+        assert message.subscriber_id == subscriber["_id"]
+        assert message.content.endswith(str(index))

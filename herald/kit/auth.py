@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import APIKeyHeader
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald.kit.errors import UnauthorizedError
@@ -72,7 +73,17 @@ def parse_authorization(header: str | None) -> str:
     return key
 
 
-async def authenticate(request: Request) -> Principal:
+# Declares the scheme in the OpenAPI document (the "Authorize" button of /docs);
+# the header itself is parsed below, to answer with Novu's messages.
+api_key_header = APIKeyHeader(
+    name="Authorization",
+    scheme_name="ApiKey",
+    description="`ApiKey <key>`: the key fixes the environment and organization",
+    auto_error=False,
+)
+
+
+async def authenticate(request: Request, _header: Annotated[str | None, Security(api_key_header)] = None) -> Principal:
     cached = getattr(request.state, "principal", None)
     if cached is not None:
         return cached

@@ -20,20 +20,26 @@ async def test_validation_error_names_each_field(api: httpx.AsyncClient) -> None
     assert body["errors"]["channel"]["value"] == 5
 
 
-async def test_unexpected_failure_is_500_with_error_id(api: httpx.AsyncClient, app, caplog) -> None:
+async def test_unexpected_failure_is_500_with_error_id(app, tenancy, caplog) -> None:
     from fastapi import APIRouter
 
+    from herald.app import create_app
+    from tests.conftest import make_client
+
+    # A separate app, so the route added here never reaches the shared app's OpenAPI document.
+    failing = create_app(app.state.settings)
     router = APIRouter()
 
     @router.get("/v1/test-boom")
     async def boom() -> None:
         raise RuntimeError("boom")
 
-    app.include_router(router)
+    failing.include_router(router)
     try:
-        response = await api.get("/v1/test-boom")
+        async with make_client(failing, tenancy.api_key) as client:
+            response = await client.get("/v1/test-boom")
     finally:
-        app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) != "/v1/test-boom"]
+        await failing.state.engine.dispose()
     body = assert_error(response, 500)
     assert body["errorId"]
     assert body["errorId"] in caplog.text

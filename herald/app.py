@@ -38,12 +38,13 @@ def _routers() -> list:
     from herald.health.routes import router as health
     from herald.integrations.routes import router as integrations
     from herald.messages.routes import router as messages
+    from herald.notifications.routes import router as notifications
     from herald.subscribers.routes import router as subscribers
     from herald.tenants.routes import router as tenants
     from herald.topics.routes import router as topics
     from herald.workflows.routes import router as workflows
 
-    return [health, integrations, workflows, subscribers, topics, tenants, events, messages]
+    return [health, integrations, workflows, subscribers, topics, tenants, events, messages, notifications]
 
 
 def build_worker(settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], signal: JobSignal | None = None) -> Worker:

@@ -15,11 +15,11 @@ from herald import __version__
 from herald.config import Settings, load_settings
 from herald.engine.queue import JobSignal
 from herald.kit.auth import ApiKeyResolver
-from herald.kit.request_guard import RequestGuardMiddleware
 from herald.kit.crypto import SecretBox
 from herald.kit.db import create_engine, create_sessionmaker
 from herald.kit.errors import install_error_handlers
 from herald.kit.idempotency import IdempotencyMiddleware
+from herald.kit.request_guard import RequestGuardMiddleware
 from herald.kit.responses import JSONResponse
 
 if TYPE_CHECKING:

@@ -70,7 +70,7 @@ def _step_jobs(event: Event, notification_id: str, subscriber_id: str, now: Any)
             }
         )
     # Chain each job to the one before it.
-    for previous, current in zip(rows, rows[1:]):
+    for previous, current in zip(rows, rows[1:], strict=False):
         current["parent_id"] = previous["id"]
     return rows
 

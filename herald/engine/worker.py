@@ -21,11 +21,11 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from herald.engine import queue
 from herald.engine.queue import JobSignal
 from herald.engine.runner import JobRunner
-from herald.providers.http import create_http_client
 from herald.engine.steps.base import EngineSettings
 from herald.kit.crypto import SecretBox
 from herald.kit.ids import short_id
 from herald.kit.time import utcnow
+from herald.providers.http import create_http_client
 
 logger = logging.getLogger("herald.worker")
 

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.integrations.repository import IntegrationRepository
-from herald.integrations.schemas import CreateIntegrationRequest, Integration as IntegrationSchema
-from herald.integrations.schemas import UpdateIntegrationRequest
+from herald.integrations.schemas import CreateIntegrationRequest, UpdateIntegrationRequest
+from herald.integrations.schemas import Integration as IntegrationSchema
 from herald.kit.auth import Principal
 from herald.kit.crypto import SecretBox
 from herald.kit.errors import BadRequestError, ConflictError, NotFoundError

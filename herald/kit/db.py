@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
-
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine

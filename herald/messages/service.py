@@ -23,8 +23,8 @@ from herald.kit.errors import NotFoundError, ValidationFailed
 from herald.kit.schemas import compact
 from herald.kit.time import isoformat, utcnow
 from herald.messages.repository import FeedFilter, MessageRepository
-from herald.messages.schemas import Message as MessageSchema
 from herald.messages.schemas import MarkAs
+from herald.messages.schemas import Message as MessageSchema
 from herald.models import Message, Subscriber
 from herald.subscribers.repository import SubscriberRepository
 

@@ -37,11 +37,15 @@ from herald.workflows.schemas import (
     DigestRegularMetadata,
     DigestTimedMetadata,
     MessageTemplate,
-    NotificationGroup as NotificationGroupSchema,
     PreferenceSettings,
     StepRequest,
     StepVariantRequest,
     UpdateWorkflowRequest,
+)
+from herald.workflows.schemas import (
+    NotificationGroup as NotificationGroupSchema,
+)
+from herald.workflows.schemas import (
     Workflow as WorkflowSchema,
 )
 

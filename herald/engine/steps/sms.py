@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from herald.engine.steps.base import StepContext, StepOutcome
-from herald.engine.steps.delivery import Delivery, deliver, load_integrations, missing_address, no_integration, select_integration
+from herald.engine.steps.delivery import (
+    Delivery,
+    deliver,
+    load_integrations,
+    missing_address,
+    no_integration,
+    select_integration,
+)
 from herald.engine.templates import TemplateError, render_sms
 from herald.providers.base import SmsMessage
 

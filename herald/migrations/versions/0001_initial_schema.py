@@ -6,11 +6,12 @@ Create Date: 2026-11-22
 """
 from __future__ import annotations
 
-from alembic import op
 import sqlalchemy as sa
-import herald.models.base
+from alembic import op
 from sqlalchemy import Text
 from sqlalchemy.dialects import postgresql
+
+import herald.models.base
 
 revision = '0001'
 down_revision = None

@@ -120,6 +120,16 @@ async def settle_rest_of_chain(session: AsyncSession, job: Job, status: str) -> 
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
+async def extend_lease(session: AsyncSession, job_id: str, worker_id: str, lease_seconds: float) -> bool:
+    """Push a running job's lease forward; False when this worker no longer holds it."""
+    result = await session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.locked_by == worker_id, Job.status == "running")
+        .values(locked_until=utcnow() + timedelta(seconds=lease_seconds))
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
 async def lock_job(session: AsyncSession, job_id: str) -> Job | None:
     result = await session.execute(select(Job).where(Job.id == job_id).with_for_update())
     return result.scalar_one_or_none()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import traceback
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -41,6 +43,10 @@ class JobRunner:
     worker_id: str
 
     async def run(self, job: Job) -> None:
+        # A live worker keeps its lease while a step is slow (a provider taking
+        # its time): only a worker that died loses its jobs to another, so a slow
+        # send is never made twice by two live workers.
+        heartbeat = asyncio.create_task(self._keep_lease(job))
         try:
             if job.kind == "event":
                 await self._run_expansion(job)
@@ -52,6 +58,21 @@ class JobRunner:
             error_id = new_id()
             logger.exception("job %s failed unexpectedly errorId=%s", job.id, error_id)
             await self._record_crash(job, exc, error_id)
+        finally:
+            heartbeat.cancel()
+            with suppress(asyncio.CancelledError):
+                await heartbeat
+
+    async def _keep_lease(self, job: Job) -> None:
+        interval = max(self.settings.lease_seconds / 3, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                async with self.sessionmaker() as session, session.begin():
+                    if not await queue.extend_lease(session, job.id, self.worker_id, self.settings.lease_seconds):
+                        return
+            except Exception:  # the next beat tries again; the lease is long enough for one miss
+                logger.warning("could not extend the lease of job %s", job.id, exc_info=True)
 
     # Expansion -------------------------------------------------------------
 

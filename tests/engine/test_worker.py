@@ -431,3 +431,44 @@ async def test_bulk_trigger_runs_every_event(api: httpx.AsyncClient, app: FastAP
         [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
         assert message.subscriber_id == subscriber["_id"]
         assert message.content.endswith(str(index))
+
+
+async def test_a_slow_step_keeps_its_lease(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy) -> None:
+    """A live worker extends the lease of a job it is still running, so no other worker takes it."""
+    import asyncio
+    from dataclasses import replace
+
+    from herald.app import build_worker
+    from herald.engine import queue
+    from herald.engine.steps import STEP_RUNNERS
+
+    subscriber = await create_subscriber(api)
+    workflow = await create_workflow(api, steps=[{"name": "slow", "template": {"type": "sms", "content": "x"}}])
+    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"])
+    slow_worker = build_worker(replace(app.state.settings, job_lease_seconds=0.3), app.state.sessionmaker)
+
+    started = asyncio.Event()
+    release = asyncio.Event()
+    original = STEP_RUNNERS["sms"]
+
+    async def slow_step(ctx):  # type: ignore[no-untyped-def]
+        started.set()
+        await release.wait()
+        return await original(ctx)
+
+    STEP_RUNNERS["sms"] = slow_step
+    try:
+        running = asyncio.create_task(slow_worker.run_until_idle())
+        await asyncio.wait_for(started.wait(), 10)
+        await asyncio.sleep(1.0)  # three lease lengths
+        async with app.state.sessionmaker() as session, session.begin():
+            stolen = await queue.claim_jobs(session, "another-worker", 100, 30)
+        assert result["transactionId"] not in [job.transaction_id for job in stolen]
+        release.set()
+        await asyncio.wait_for(running, 10)
+    finally:
+        STEP_RUNNERS["sms"] = original
+        release.set()
+        await slow_worker.http.aclose()
+    [job] = [j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
+    assert job.status == "skipped"  # no phone number: a warning, and the job is final

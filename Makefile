@@ -38,5 +38,9 @@ run: install
 test: install-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The benchmark harness (bench/README.md): starts Herald itself and prints one table.
+bench: install-dev
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .herald .pytest_cache

@@ -18,6 +18,7 @@ from herald.kit.auth import ApiKeyResolver
 from herald.kit.crypto import SecretBox
 from herald.kit.db import create_engine, create_sessionmaker
 from herald.kit.errors import install_error_handlers
+from herald.kit.groupcommit import GroupCommit
 from herald.kit.idempotency import IdempotencyMiddleware
 from herald.kit.request_guard import RequestGuardMiddleware
 from herald.kit.responses import JSONResponse
@@ -57,6 +58,7 @@ def build_worker(settings: Settings, sessionmaker: async_sessionmaker[AsyncSessi
         box=SecretBox(settings.secret_key),
         settings=EngineSettings(retry_base_seconds=settings.retry_base_seconds, lease_seconds=settings.job_lease_seconds),
         concurrency=settings.worker_concurrency,
+        batch_size=settings.worker_batch_size,
         poll_interval=settings.worker_poll_seconds,
         signal=signal or JobSignal(),
         database_url=settings.database_url,
@@ -100,6 +102,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.api_keys = api_keys
     app.state.secret_box = SecretBox(settings.secret_key)
     app.state.job_signal = job_signal
+    from herald.events.service import record_triggers
+
+    app.state.trigger_recorder = GroupCommit(
+        sessionmaker,
+        record_triggers,
+        # Jobs were committed: wake this process's worker without waiting for its poll.
+        after_commit=lambda session: job_signal.ring() if session.info.get("jobs_written") else None,
+    )
 
     install_error_handlers(app)
     for router in _routers():

@@ -39,6 +39,8 @@ class Settings:
     # Run the job worker inside the API process (``herald serve`` without --no-worker).
     run_worker: bool = False
     worker_concurrency: int = 8
+    # Jobs a worker claims at once; their results are written together.
+    worker_batch_size: int = 100
     # First retry of a transient provider failure after about this long, doubling after.
     retry_base_seconds: float = 2.0
     # A running job whose worker has not finished within this is taken by another.
@@ -94,6 +96,7 @@ def load_settings(**overrides: object) -> Settings:
         "database_pool_size": int(env.get("HERALD_DATABASE_POOL_SIZE", "10")),
         "log_level": env.get("HERALD_LOG_LEVEL", "INFO"),
         "worker_concurrency": int(env.get("HERALD_WORKER_CONCURRENCY", "8")),
+        "worker_batch_size": int(env.get("HERALD_WORKER_BATCH_SIZE", "100")),
         "retry_base_seconds": float(env.get("HERALD_RETRY_BASE_SECONDS", "2.0")),
         "job_lease_seconds": float(env.get("HERALD_JOB_LEASE_SECONDS", "60")),
         "worker_poll_seconds": float(env.get("HERALD_WORKER_POLL_SECONDS", "0.5")),

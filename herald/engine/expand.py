@@ -14,6 +14,7 @@ crash resumes where the last batch committed. The unique index on
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,65 +76,96 @@ def _step_jobs(event: Event, notification_id: str, subscriber_id: str, now: Any)
     return rows
 
 
-async def _create_notifications(
-    repository: EngineRepository, event: Event, subscribers: list[tuple[str, str]]
-) -> int:
-    """Notifications and step jobs for (internal id, subscriberId) pairs; returns how many were new."""
-    if not subscribers:
-        return 0
-    now = utcnow()
+def _notification_row(event: Event, internal_id: str, subscriber_id: str, now: Any) -> dict[str, Any]:
     channels = sorted({(step.get("template") or {}).get("type") for step in active_steps(event)} & {"in_app", "email", "sms", "chat", "push"})
-    rows = [
-        {
-            "id": new_id(),
-            "environment_id": event.environment_id,
-            "organization_id": event.organization_id,
-            "event_id": event.id,
-            "workflow_id": event.workflow_id,
-            "subscriber_id": internal_id,
-            "transaction_id": event.transaction_id,
-            "channels": channels,
-            "to": {"subscriberId": subscriber_id},
-            "payload": event.payload,
-            "created_at": now,
-        }
-        for internal_id, subscriber_id in subscribers
-    ]
-    inserted = await repository.insert_notifications(rows)
-    jobs: list[dict[str, Any]] = []
-    for notification_id, internal_id in inserted:
-        jobs.extend(_step_jobs(event, notification_id, internal_id, now))
-    for start in range(0, len(jobs), BATCH_SIZE):
-        await repository.insert_jobs(jobs[start : start + BATCH_SIZE])
-    return len(inserted)
+    return {
+        "id": new_id(),
+        "environment_id": event.environment_id,
+        "organization_id": event.organization_id,
+        "event_id": event.id,
+        "workflow_id": event.workflow_id,
+        "subscriber_id": internal_id,
+        "transaction_id": event.transaction_id,
+        "channels": channels,
+        "to": {"subscriberId": subscriber_id},
+        "payload": event.payload,
+        "created_at": now,
+    }
+
+
+async def _create_notifications(
+    repository: EngineRepository, events: dict[str, Event], audience: list[tuple[Event, str, str]]
+) -> Counter[str]:
+    """Notifications and step jobs for (event, internal id, subscriberId); returns how many were new per event."""
+    created: Counter[str] = Counter()
+    now = utcnow()
+    for start in range(0, len(audience), BATCH_SIZE):
+        rows = [_notification_row(event, internal, external, now) for event, internal, external in audience[start : start + BATCH_SIZE]]
+        inserted = await repository.insert_notifications(rows)
+        jobs: list[dict[str, Any]] = []
+        for notification_id, internal_id, event_id in inserted:
+            jobs.extend(_step_jobs(events[event_id], notification_id, internal_id, now))
+            created[event_id] += 1
+        for first in range(0, len(jobs), BATCH_SIZE):
+            await repository.insert_jobs(jobs[first : first + BATCH_SIZE])
+    return created
 
 
 async def expand_event(session: AsyncSession, job: Job) -> ExpansionProgress:
     """Run one batch of the expansion of ``job``'s event (see the module docstring)."""
-    repository = EngineRepository(session)
-    event = await repository.get_event(job.event_id)
-    if event is None:
-        raise LookupError(f"event {job.event_id} of job {job.id} does not exist")
-    data = dict(job.data or {})
-    phase = data.get("phase", "direct")
-    actor_id = (event.actor or {}).get("subscriberId")
-    created = 0
+    return (await expand_events(session, [job]))[job.id]
 
-    if phase == "direct":
+
+async def expand_events(session: AsyncSession, jobs: list[Job]) -> dict[str, ExpansionProgress]:
+    """Run one batch of the expansion of each job's event, in the session's transaction.
+
+    The direct recipients of every event are expanded together (one upsert of
+    subscribers per environment, one insert of notifications and of jobs per
+    thousand rows), so a burst of single-recipient triggers costs a handful of
+    statements, not a handful per trigger. Topics and broadcasts then go on
+    event by event, a batch of members at a time.
+    """
+    repository = EngineRepository(session)
+    events = await repository.get_events([job.event_id for job in jobs])
+    for job in jobs:
+        if job.event_id not in events:
+            raise LookupError(f"event {job.event_id} of job {job.id} does not exist")
+    direct = [job for job in jobs if (job.data or {}).get("phase", "direct") == "direct"]
+    created = await _expand_direct(repository, events, direct)
+    return {job.id: await _expand_members(repository, job, events[job.event_id], created[job.event_id]) for job in jobs}
+
+
+async def _expand_direct(repository: EngineRepository, events: dict[str, Event], jobs: list[Job]) -> Counter[str]:
+    """The subscribers named in ``to`` (and the actors and tenants) of each job's event."""
+    entries: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for job in jobs:
+        event = events[job.event_id]
         if event.tenant:
             await repository.upsert_tenant(event.environment_id, event.organization_id, event.tenant)
-        if event.actor:
-            await repository.upsert_subscribers(event.environment_id, event.organization_id, [event.actor])
-        direct = _collapse([r for r in event.recipients if r.get("type") == "Subscriber"])
-        ids = await repository.upsert_subscribers(event.environment_id, event.organization_id, direct)
-        created += await _create_notifications(
-            repository, event, [(ids[entry["subscriberId"]], entry["subscriberId"]) for entry in direct]
-        )
-        topics = [r for r in event.recipients if r.get("type") == "Topic"]
+        named = [event.actor] if event.actor else []
+        named += [r for r in event.recipients if r.get("type") == "Subscriber"]
+        entries.setdefault((event.environment_id, event.organization_id), []).extend(named)
+    # Later entries add to earlier ones, as if the events had been expanded one by one.
+    ids: dict[str, dict[str, str]] = {}
+    for (environment_id, organization_id), named in entries.items():
+        ids[environment_id] = await repository.upsert_subscribers(environment_id, organization_id, _collapse(named))
+    audience = []
+    for job in jobs:
+        event = events[job.event_id]
+        for entry in _collapse([r for r in event.recipients if r.get("type") == "Subscriber"]):
+            audience.append((event, ids[event.environment_id][entry["subscriberId"]], entry["subscriberId"]))
+        topics = any(r.get("type") == "Topic" for r in event.recipients)
         phase = "broadcast" if event.kind == "broadcast" else ("topics" if topics else "done")
-        data.update(phase=phase, cursor="")
-        if phase == "done":
-            return _finish(job, data, created)
+        job.data = {**(job.data or {}), "phase": phase, "cursor": ""}
+    return await _create_notifications(repository, events, audience)
+
+
+async def _expand_members(repository: EngineRepository, job: Job, event: Event, created: int) -> ExpansionProgress:
+    """One batch of the event's topic members or, for a broadcast, of the environment's subscribers."""
+    data = dict(job.data or {})
+    phase = data.get("phase")
+    actor_id = (event.actor or {}).get("subscriberId")
+    events = {event.id: event}
 
     if phase == "topics":
         topics = [r for r in event.recipients if r.get("type") == "Topic"]
@@ -142,16 +174,14 @@ async def expand_event(session: AsyncSession, job: Job) -> ExpansionProgress:
         if actor_id:
             excluded.add(actor_id)
         members = await repository.topic_members_after(topic_ids, data.get("cursor", ""), BATCH_SIZE)
-        created += await _create_notifications(
-            repository, event, [(internal, external) for internal, external in members if external not in excluded]
-        )
+        audience = [(event, internal, external) for internal, external in members if external not in excluded]
+        created += (await _create_notifications(repository, events, audience))[event.id]
         return _advance(job, data, members, created)
 
     if phase == "broadcast":
         members = await repository.environment_subscribers_after(event.environment_id, data.get("cursor", ""), BATCH_SIZE)
-        created += await _create_notifications(
-            repository, event, [(internal, external) for internal, external in members if external != actor_id]
-        )
+        audience = [(event, internal, external) for internal, external in members if external != actor_id]
+        created += (await _create_notifications(repository, events, audience))[event.id]
         return _advance(job, data, members, created)
 
     return _finish(job, data, created)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from contextlib import suppress
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_, select, text, update
+from sqlalchemy import bindparam, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.kit.time import utcnow
@@ -23,6 +23,7 @@ from herald.models import Job
 
 CLAIMABLE = ("queued", "delayed")
 WAKE_CHANNEL = "herald_jobs"
+ABANDONED = "The worker running this job stopped before finishing it, on every attempt"
 
 
 class JobSignal:
@@ -47,7 +48,9 @@ async def claim_jobs(session: AsyncSession, worker_id: str, limit: int, lease_se
         .where(
             or_(
                 (Job.status.in_(CLAIMABLE)) & (Job.run_at <= now),
-                (Job.status == "running") & (Job.locked_until < now),
+                # A job whose worker died is taken again while attempts remain;
+                # after that it is failed by fail_abandoned_jobs, never run again.
+                (Job.status == "running") & (Job.locked_until < now) & (Job.attempts < Job.max_attempts),
             )
         )
         .order_by(Job.run_at)
@@ -63,6 +66,29 @@ async def claim_jobs(session: AsyncSession, worker_id: str, limit: int, lease_se
             locked_until=now + timedelta(seconds=lease_seconds),
             attempts=Job.attempts + 1,
             updated_at=now,
+        )
+        .returning(Job),
+        execution_options={"synchronize_session": False},
+    )
+    return result.scalars().all()
+
+
+async def fail_abandoned_jobs(session: AsyncSession) -> Sequence[Job]:
+    """Fail running jobs whose lease ran out with every attempt used: their workers kept dying.
+
+    Such a job is not claimed again (a send that kills its worker every time
+    must not be made without end); it is failed with why, and the step after
+    it is released like after any failed step.
+    """
+    now = utcnow()
+    result = await session.execute(
+        update(Job)
+        .where(Job.status == "running", Job.locked_until < now, Job.attempts >= Job.max_attempts)
+        .values(
+            status="failed",
+            locked_until=None,
+            updated_at=now,
+            error_text=ABANDONED,
         )
         .returning(Job),
         execution_options={"synchronize_session": False},
@@ -88,18 +114,27 @@ def retry_delay(attempt: int, base_seconds: float, cap_seconds: float = 300.0) -
     return delay * (0.5 + random.random())
 
 
-async def queue_next_step(session: AsyncSession, job: Job) -> None:
-    """Release the step after ``job`` in its notification's chain."""
-    if job.notification_id is None or job.step_index is None:
+async def queue_next_steps(session: AsyncSession, jobs: Sequence[Job]) -> None:
+    """Release the step after each job in its notification's chain (one statement for them all)."""
+    links = [
+        {"notification": job.notification_id, "index": job.step_index + 1}
+        for job in jobs
+        if job.notification_id is not None and job.step_index is not None
+    ]
+    if not links:
         return
+    now = utcnow()
+    jobs_table = Job.__table__
     await session.execute(
-        update(Job)
+        update(jobs_table)
         .where(
-            Job.notification_id == job.notification_id,
-            Job.step_index == job.step_index + 1,
-            Job.status == "pending",
+            jobs_table.c.notification_id == bindparam("notification"),
+            jobs_table.c.step_index == bindparam("index"),
+            jobs_table.c.status == "pending",
         )
-        .values(status="queued", run_at=utcnow(), updated_at=utcnow())
+        .values(status="queued", run_at=now, updated_at=now),
+        links,
+        execution_options={"synchronize_session": False},
     )
     await wake_workers(session)
 
@@ -120,16 +155,27 @@ async def settle_rest_of_chain(session: AsyncSession, job: Job, status: str) -> 
     return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
 
-async def extend_lease(session: AsyncSession, job_id: str, worker_id: str, lease_seconds: float) -> bool:
-    """Push a running job's lease forward; False when this worker no longer holds it."""
+async def extend_leases(session: AsyncSession, job_ids: Sequence[str], worker_id: str, lease_seconds: float) -> list[str]:
+    """Push running jobs' leases forward; returns the ids this worker still holds."""
+    if not job_ids:
+        return []
     result = await session.execute(
         update(Job)
-        .where(Job.id == job_id, Job.locked_by == worker_id, Job.status == "running")
+        .where(Job.id.in_(list(job_ids)), Job.locked_by == worker_id, Job.status == "running")
         .values(locked_until=utcnow() + timedelta(seconds=lease_seconds))
+        .returning(Job.id),
+        execution_options={"synchronize_session": False},
     )
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+    return list(result.scalars())
 
 
 async def lock_job(session: AsyncSession, job_id: str) -> Job | None:
     result = await session.execute(select(Job).where(Job.id == job_id).with_for_update())
     return result.scalar_one_or_none()
+
+
+async def lock_jobs(session: AsyncSession, job_ids: Sequence[str]) -> Sequence[Job]:
+    if not job_ids:
+        return []
+    result = await session.execute(select(Job).where(Job.id.in_(list(job_ids))).order_by(Job.id).with_for_update())
+    return result.scalars().all()

@@ -52,6 +52,14 @@ class EngineRepository:
     async def get_event(self, event_id: str) -> Event | None:
         return await self.session.get(Event, event_id)
 
+    async def get_events(self, event_ids: Iterable[str]) -> dict[str, Event]:
+        result = await self.session.execute(select(Event).where(Event.id.in_(set(event_ids))))
+        return {event.id: event for event in result.scalars()}
+
+    async def get_subscribers(self, subscriber_ids: Iterable[str]) -> dict[str, Subscriber]:
+        result = await self.session.execute(select(Subscriber).where(Subscriber.id.in_(set(subscriber_ids))))
+        return {subscriber.id: subscriber for subscriber in result.scalars()}
+
     async def get_subscriber(self, subscriber_id: str) -> Subscriber | None:
         return await self.session.get(Subscriber, subscriber_id)
 
@@ -164,17 +172,17 @@ class EngineRepository:
 
     # Notifications and jobs --------------------------------------------------
 
-    async def insert_notifications(self, rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
-        """Insert notifications, skipping subscribers this event already has; returns (id, subscriber_id) inserted."""
+    async def insert_notifications(self, rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+        """Insert notifications, skipping subscribers an event already has; returns (id, subscriber_id, event_id) inserted."""
         if not rows:
             return []
         result = await self.session.execute(
             self._insert(Notification)
             .values(rows)
             .on_conflict_do_nothing()
-            .returning(Notification.id, Notification.subscriber_id)
+            .returning(Notification.id, Notification.subscriber_id, Notification.event_id)
         )
-        return [(row[0], row[1]) for row in result.all()]
+        return [(row[0], row[1], row[2]) for row in result.all()]
 
     async def insert_jobs(self, rows: list[dict[str, Any]]) -> None:
         if rows:
@@ -278,6 +286,15 @@ class EngineRepository:
     async def messages_of_job(self, job_id: str) -> dict[str, Message]:
         result = await self.session.execute(select(Message).where(Message.job_id == job_id))
         return {message.delivery_key: message for message in result.scalars()}
+
+    async def message_keys_of_jobs(self, job_ids: Sequence[str]) -> set[tuple[str, str]]:
+        """(job id, delivery key) of the messages these jobs already made."""
+        if not job_ids:
+            return set()
+        result = await self.session.execute(
+            select(Message.job_id, Message.delivery_key).where(Message.job_id.in_(list(job_ids)))
+        )
+        return {(row[0], row[1]) for row in result.all()}
 
     async def save_message(self, message: Message) -> Message:
         """Insert, or return the message this job already made under the same delivery key."""

@@ -5,16 +5,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
+from typing import Any
 
 import httpx
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald.engine import queue
-from herald.engine.expand import expand_event, expansion_detail
+from herald.engine.expand import expand_events, expansion_detail
 from herald.engine.filters import FilterContext, step_passes
 from herald.engine.repository import EngineRepository
 from herald.engine.steps import STEP_RUNNERS
@@ -28,6 +31,9 @@ logger = logging.getLogger("herald.engine")
 
 # Outcomes that can lose a race and are then worked out again (see digest).
 MAX_RACE_RETRIES = 3
+# Outcomes written together with the other jobs of a batch; delays, digests and
+# merges take locks of their own and are written one by one.
+FINAL_OUTCOMES = ("completed", "skipped", "failed")
 
 
 class JobLost(Exception):
@@ -43,56 +49,139 @@ class JobRunner:
     worker_id: str
 
     async def run(self, job: Job) -> None:
-        # A live worker keeps its lease while a step is slow (a provider taking
+        await self.run_batch([job])
+
+    async def run_batch(self, jobs: Sequence[Job], concurrency: int = 8) -> None:
+        """Run claimed jobs, writing their results in as few transactions as possible.
+
+        Expansions are written together, and so are the steps whose outcome
+        is final (completed, skipped, failed, retried): a burst of triggers
+        costs a few transactions per batch rather than a few per job. Should a
+        shared transaction fail, each job is written again alone, so one bad
+        job cannot hold back the others.
+        """
+        # A live worker keeps its leases while a step is slow (a provider taking
         # its time): only a worker that died loses its jobs to another, so a slow
         # send is never made twice by two live workers.
-        heartbeat = asyncio.create_task(self._keep_lease(job))
+        heartbeat = asyncio.create_task(self._keep_leases([job.id for job in jobs]))
         try:
-            if job.kind == "event":
-                await self._run_expansion(job)
-            else:
-                await self._run_step(job)
+            expansions = [job for job in jobs if job.kind == "event"]
+            steps = [job for job in jobs if job.kind != "event"]
+            if expansions:
+                await self._run_expansions(expansions)
+            if steps:
+                await self._run_steps(steps, concurrency)
+        finally:
+            heartbeat.cancel()
+            with suppress(asyncio.CancelledError):
+                await heartbeat
+
+    async def fail_abandoned(self) -> None:
+        """Fail the jobs whose workers died on every attempt, with why (see queue.fail_abandoned_jobs)."""
+        try:
+            async with self.sessionmaker() as session, session.begin():
+                jobs = await queue.fail_abandoned_jobs(session)
+                for job in jobs:
+                    logger.warning("job %s failed: %s", job.id, queue.ABANDONED)
+                    await self._details(session, job, [Detail("Failed", queue.ABANDONED)], None)
+                await queue.queue_next_steps(session, [job for job in jobs if job.kind == "step"])
+        except Exception:
+            logger.warning("could not settle abandoned jobs; the next sweep tries again", exc_info=True)
+
+    async def _guarded(self, job: Job, work: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await work()
         except JobLost:
             logger.info("job %s was taken over by another worker", job.id)
         except Exception as exc:  # a bug in one job must never stop the worker
             error_id = new_id()
             logger.exception("job %s failed unexpectedly errorId=%s", job.id, error_id)
             await self._record_crash(job, exc, error_id)
-        finally:
-            heartbeat.cancel()
-            with suppress(asyncio.CancelledError):
-                await heartbeat
 
-    async def _keep_lease(self, job: Job) -> None:
+    async def _keep_leases(self, job_ids: list[str]) -> None:
         interval = max(self.settings.lease_seconds / 3, 0.05)
-        while True:
+        while job_ids:
             await asyncio.sleep(interval)
             try:
                 async with self.sessionmaker() as session, session.begin():
-                    if not await queue.extend_lease(session, job.id, self.worker_id, self.settings.lease_seconds):
-                        return
+                    job_ids = await queue.extend_leases(session, job_ids, self.worker_id, self.settings.lease_seconds)
             except Exception:  # the next beat tries again; the lease is long enough for one miss
-                logger.warning("could not extend the lease of job %s", job.id, exc_info=True)
+                logger.warning("could not extend the leases of %d jobs", len(job_ids), exc_info=True)
 
     # Expansion -------------------------------------------------------------
 
-    async def _run_expansion(self, job: Job) -> None:
+    async def _run_expansions(self, jobs: list[Job]) -> None:
+        if len(jobs) > 1:
+            try:
+                await self._expand(jobs)
+                return
+            except Exception:
+                logger.warning("expanding %d events together failed; expanding them one by one", len(jobs), exc_info=True)
+        for job in jobs:
+            await self._guarded(job, partial(self._expand, [job]))
+
+    async def _expand(self, jobs: list[Job]) -> None:
         async with self.sessionmaker() as session, session.begin():
-            owned = await self._own(session, job)
-            progress = await expand_event(session, owned)
-            owned.status = "completed" if progress.done else "queued"
-            owned.run_at = utcnow()
-            owned.locked_until = None
-            owned.updated_at = utcnow()
-            if progress.done:
-                await EngineRepository(session).add_details([expansion_detail(owned, progress)])
+            owned = await self._own_many(session, jobs)
+            if not owned:
+                return
+            progress = await expand_events(session, owned)
+            now = utcnow()
+            for job in owned:
+                done = progress[job.id].done
+                job.status = "completed" if done else "queued"
+                job.run_at = now
+                job.locked_until = None
+                job.updated_at = now
+                if done:
+                    await EngineRepository(session).add_details([expansion_detail(job, progress[job.id])])
             await queue.wake_workers(session)
 
     # Steps -----------------------------------------------------------------
 
+    async def _run_steps(self, jobs: list[Job], concurrency: int) -> None:
+        try:
+            contexts = await self._load_contexts(jobs)
+        except Exception:
+            logger.warning("loading %d steps together failed; running them one by one", len(jobs), exc_info=True)
+            for job in jobs:
+                await self._guarded(job, partial(self._run_step, job))
+            return
+        limit = asyncio.Semaphore(max(concurrency, 1))
+
+        async def evaluate(ctx: StepContext) -> StepOutcome | Exception:
+            async with limit:
+                try:
+                    return await self._evaluate(ctx)
+                except Exception as exc:  # recorded as the job's crash below
+                    return exc
+
+        pairs = list(zip(contexts, await asyncio.gather(*(evaluate(ctx) for ctx in contexts)), strict=True))
+
+        def final(outcome: StepOutcome | Exception) -> bool:
+            return isinstance(outcome, StepOutcome) and outcome.status in FINAL_OUTCOMES
+
+        together = [(ctx, outcome) for ctx, outcome in pairs if final(outcome)]
+        if len(together) > 1:
+            try:
+                await self._apply_many(together)  # type: ignore[arg-type]
+                pairs = [(ctx, outcome) for ctx, outcome in pairs if not final(outcome)]
+            except Exception:
+                logger.warning("writing %d step results together failed; writing them one by one", len(together), exc_info=True)
+        for ctx, outcome in pairs:
+            await self._guarded(ctx.job, partial(self._finish_step, ctx, outcome))
+
+    async def _finish_step(self, ctx: StepContext, outcome: StepOutcome | Exception) -> None:
+        if isinstance(outcome, Exception):
+            raise outcome
+        try:
+            await self._apply(ctx, outcome)
+        except _Retry:
+            await self._run_step(ctx.job)
+
     async def _run_step(self, job: Job) -> None:
         for _ in range(MAX_RACE_RETRIES):
-            ctx = await self._load_context(job)
+            [ctx] = await self._load_contexts([job]) or [None]
             if ctx is None:
                 return
             outcome = await self._evaluate(ctx)
@@ -103,41 +192,60 @@ class JobRunner:
                 continue
         raise RuntimeError(f"job {job.id}: the digest it belongs to kept changing")
 
-    async def _load_context(self, job: Job) -> StepContext | None:
+    async def _load_contexts(self, jobs: list[Job]) -> list[StepContext]:
+        """What each step needs, read in one session; a step whose event or subscriber is gone fails here."""
+        orphans: list[tuple[Job, str]] = []
+        contexts: list[StepContext] = []
         async with self.sessionmaker() as session:
             repository = EngineRepository(session)
-            event = await repository.get_event(job.event_id)
-            subscriber = await repository.get_subscriber(job.subscriber_id or "")
-            if event is None or subscriber is None:
-                async with session.begin():
-                    owned = await self._own(session, job)
-                    reason = "the trigger record is gone" if event is None else "the subscriber was deleted"
-                    owned.status = "failed"
-                    owned.error_text = f"Step not run: {reason}"
-                    await self._details(session, owned, [Detail("Failed", owned.error_text)], None)
-                return None
-            step = next(
-                (s for i, s in enumerate(event.steps or []) if (s.get("_id") or s.get("uuid") or str(i)) == job.step_id),
-                None,
-            ) or _active_step_at(event.steps or [], job.step_index or 0)
-            tenant = None
-            if event.tenant:
-                row = await repository.get_tenant(job.environment_id, event.tenant["identifier"])
-                tenant = {"identifier": event.tenant["identifier"], "name": row.name if row else None, "data": (row.data if row else None) or {}}
-            digest = await repository.digest_result_before(job.notification_id or "", job.step_index or 0)
-        return StepContext(
-            job=job,
-            event=event,
-            step=step,
-            subscriber=subscriber,
-            tenant=tenant,
-            digest=digest,
-            now=utcnow(),
-            sessionmaker=self.sessionmaker,
-            http=self.http,
-            box=self.box,
-            settings=self.settings,
-        )
+            events = await repository.get_events(job.event_id for job in jobs)
+            subscribers = await repository.get_subscribers(job.subscriber_id or "" for job in jobs)
+            tenants: dict[tuple[str, str], dict[str, Any]] = {}
+            for job in jobs:
+                event, subscriber = events.get(job.event_id), subscribers.get(job.subscriber_id or "")
+                if event is None or subscriber is None:
+                    orphans.append((job, "the trigger record is gone" if event is None else "the subscriber was deleted"))
+                    continue
+                steps = event.steps or []
+                step = next(
+                    (s for i, s in enumerate(steps) if (s.get("_id") or s.get("uuid") or str(i)) == job.step_id),
+                    None,
+                ) or _active_step_at(steps, job.step_index or 0)
+                tenant = None
+                if event.tenant:
+                    key = (job.environment_id, event.tenant["identifier"])
+                    if key not in tenants:
+                        row = await repository.get_tenant(*key)
+                        tenants[key] = {"identifier": key[1], "name": row.name if row else None, "data": (row.data if row else None) or {}}
+                    tenant = tenants[key]
+                digest = None
+                if _digest_before(steps, job.step_index or 0):
+                    digest = await repository.digest_result_before(job.notification_id or "", job.step_index or 0)
+                contexts.append(
+                    StepContext(
+                        job=job,
+                        event=event,
+                        step=step,
+                        subscriber=subscriber,
+                        tenant=tenant,
+                        digest=digest,
+                        now=utcnow(),
+                        sessionmaker=self.sessionmaker,
+                        http=self.http,
+                        box=self.box,
+                        settings=self.settings,
+                    )
+                )
+        for job, reason in orphans:
+            await self._guarded(job, partial(self._fail_orphan, job, reason))
+        return contexts
+
+    async def _fail_orphan(self, job: Job, reason: str) -> None:
+        async with self.sessionmaker() as session, session.begin():
+            owned = await self._own(session, job)
+            owned.status = "failed"
+            owned.error_text = f"Step not run: {reason}"
+            await self._details(session, owned, [Detail("Failed", owned.error_text)], None)
 
     async def _evaluate(self, ctx: StepContext) -> StepOutcome:
         filters = ctx.step.get("filters") or []
@@ -162,15 +270,41 @@ class JobRunner:
                 repository = EngineRepository(session)
                 for message in outcome.messages:
                     await repository.save_message(message)
-                queued = Detail("Queued", f"Step {ctx.step.get('name') or job.step_type} queued; attempt {job.attempts}")
-                await self._settle(session, ctx, job, outcome)
-                await self._details(session, job, [queued, *outcome.details], ctx.step)
+                extra = await self._settle(session, ctx, job, outcome)
+                await self._details(session, job, [_queued(ctx, job), *outcome.details, *extra], ctx.step)
         except IntegrityError as exc:
             if outcome.status == "delayed" and ctx.job.step_type == "digest":
                 raise _Retry from exc  # another event opened this digest first: merge into it
             raise
 
-    async def _settle(self, session: AsyncSession, ctx: StepContext, job: Job, outcome: StepOutcome) -> None:
+    async def _apply_many(self, pairs: list[tuple[StepContext, StepOutcome]]) -> None:
+        """Write final step outcomes in one transaction (see ``run_batch``)."""
+        async with self.sessionmaker() as session, session.begin():
+            owned = await self._own_many(session, [ctx.job for ctx, _ in pairs])
+            held = {job.id: job for job in owned}
+            repository = EngineRepository(session)
+            # A step retried after its worker died may have saved its message already.
+            existing = await repository.message_keys_of_jobs(list(held))
+            released: list[Job] = []
+            for ctx, outcome in pairs:
+                job = held.get(ctx.job.id)
+                if job is None:
+                    continue
+                for message in outcome.messages:
+                    if (message.job_id, message.delivery_key or "") not in existing:
+                        session.add(message)
+                extra = await self._settle(session, ctx, job, outcome, released=released)
+                await self._details(session, job, [_queued(ctx, job), *outcome.details, *extra], ctx.step)
+            await queue.queue_next_steps(session, released)
+
+    async def _settle(
+        self, session: AsyncSession, ctx: StepContext, job: Job, outcome: StepOutcome, released: list[Job] | None = None
+    ) -> list[Detail]:
+        """Give the job its next status; returns details to add to the outcome's.
+
+        ``released`` collects the jobs whose next step is to be queued, for the
+        caller to queue them all at once; without it they are queued here.
+        """
         now = utcnow()
         job.locked_until = None
         job.updated_at = now
@@ -186,14 +320,13 @@ class JobRunner:
             job.status = "queued"
             job.run_at = now + timedelta(seconds=delay)
             job.error_text = outcome.error_text
-            outcome.details.append(Detail("Pending", f"Will retry in {delay:.1f}s (attempt {job.attempts} of {job.max_attempts})"))
-            return
+            return [Detail("Pending", f"Will retry in {delay:.1f}s (attempt {job.attempts} of {job.max_attempts})")]
         if status == "delayed":
             job.status = "delayed"
             job.run_at = outcome.run_at or now
             job.attempts = 0
             await session.flush()  # the open-digest index speaks here
-            return
+            return []
         if status == "merged":
             master = await queue.lock_job(session, outcome.merged_into or "")
             if master is None or master.status != "delayed":
@@ -201,15 +334,18 @@ class JobRunner:
             job.status = "merged"
             job.merged_into = master.id
             await queue.settle_rest_of_chain(session, job, "merged")
-            return
+            return []
         job.status = status
         if status == "failed":
             job.error_text = outcome.error_text
             if ctx.step.get("shouldStopOnFail"):
                 halted = await queue.settle_rest_of_chain(session, job, "canceled")
-                outcome.details.append(Detail("Failed", f"Workflow halted: the step failed and shouldStopOnFail is set ({halted} steps not run)"))
-                return
-        await queue.queue_next_step(session, job)
+                return [Detail("Failed", f"Workflow halted: the step failed and shouldStopOnFail is set ({halted} steps not run)")]
+        if released is None:
+            await queue.queue_next_steps(session, [job])
+        else:
+            released.append(job)
+        return []
 
     async def _details(self, session: AsyncSession, job: Job, details: list[Detail], step: dict | None) -> None:
         channel = job.step_type
@@ -232,6 +368,14 @@ class JobRunner:
                 for detail in details
             ]
         )
+
+    async def _own_many(self, session: AsyncSession, jobs: list[Job]) -> list[Job]:
+        """Lock the jobs' rows; returns those whose lease this worker still holds."""
+        locked = await queue.lock_jobs(session, [job.id for job in jobs])
+        owned = [job for job in locked if job.status == "running" and job.locked_by == self.worker_id]
+        if len(owned) < len(jobs):
+            logger.info("%d of %d jobs were taken over by another worker", len(jobs) - len(owned), len(jobs))
+        return owned
 
     async def _own(self, session: AsyncSession, job: Job) -> Job:
         """Lock the job row and check we still hold its lease."""
@@ -261,6 +405,16 @@ class JobRunner:
                 )
         except Exception:
             logger.exception("could not record the failure of job %s (its lease will expire)", job.id)
+
+
+def _queued(ctx: StepContext, job: Job) -> Detail:
+    return Detail("Queued", f"Step {ctx.step.get('name') or job.step_type} queued; attempt {job.attempts}")
+
+
+def _digest_before(steps: list[dict[str, Any]], index: int) -> bool:
+    """Whether an active step before the ``index``-th active one is a digest (whose result this step sees)."""
+    active = [step for step in steps if step.get("active", True)]
+    return any((step.get("template") or {}).get("type") == "digest" for step in active[:index])
 
 
 class _Retry(Exception):

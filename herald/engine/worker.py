@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from contextlib import suppress
 from dataclasses import dataclass, field
 
@@ -29,13 +30,18 @@ from herald.providers.http import create_http_client
 
 logger = logging.getLogger("herald.worker")
 
+# How often a worker looks for jobs abandoned by dead workers with no attempt left.
+SWEEP_SECONDS = 5.0
+
 
 @dataclass
 class Worker:
     sessionmaker: async_sessionmaker[AsyncSession]
     box: SecretBox
     settings: EngineSettings = field(default_factory=EngineSettings)
+    # Steps evaluated at once (provider calls in flight), and jobs claimed at once.
     concurrency: int = 8
+    batch_size: int = 100
     poll_interval: float = 0.5
     signal: JobSignal = field(default_factory=JobSignal)
     database_url: str | None = None
@@ -47,14 +53,18 @@ class Worker:
         if self.http is None:
             self.http = create_http_client()
         self.runner = JobRunner(self.sessionmaker, self.http, self.box, self.settings, self.worker_id)
+        self._next_sweep = 0.0
 
     async def run_once(self) -> int:
         """Claim one batch of due jobs and run it; returns how many jobs ran."""
+        if time.monotonic() >= self._next_sweep:
+            await self.runner.fail_abandoned()
+            self._next_sweep = time.monotonic() + min(self.settings.lease_seconds, SWEEP_SECONDS)
         async with self.sessionmaker() as session, session.begin():
-            jobs = list(await queue.claim_jobs(session, self.worker_id, self.concurrency, self.settings.lease_seconds))
+            jobs = list(await queue.claim_jobs(session, self.worker_id, self.batch_size, self.settings.lease_seconds))
         if not jobs:
             return 0
-        await asyncio.gather(*(self.runner.run(job) for job in jobs))
+        await self.runner.run_batch(jobs, self.concurrency)
         return len(jobs)
 
     async def run_until_idle(self, max_rounds: int = 10_000) -> int:

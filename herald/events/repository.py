@@ -1,7 +1,12 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import insert as sa_insert
 from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.engine.queue import wake_workers
@@ -13,23 +18,29 @@ class EventRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def record(self, event: Event, job: Job) -> bool:
-        """Write the event and the job that will expand it, or nothing.
+    async def record_many(self, events: Sequence[dict[str, Any]], jobs: Sequence[dict[str, Any]]) -> set[str]:
+        """Write events and the jobs that will expand them; returns the ids of the events written.
 
-        Returns False when the transactionId is already used in the
-        environment: the unique index decides, so two racing requests cannot
-        both get through.
+        An event whose transactionId is already used in its environment (or
+        earlier in ``events``) is skipped by the unique index, not by a read, so
+        two racing requests cannot both get through; its job is not written.
         """
-        try:
-            async with self.session.begin_nested():
-                self.session.add_all([event, job])
-                await self.session.flush()
-        except IntegrityError:
-            if await self.transaction_exists(event.environment_id, event.transaction_id):
-                return False
-            raise
-        await wake_workers(self.session)
-        return True
+        if not events:
+            return set()
+        insert = pg_insert if self.session.bind.dialect.name == "postgresql" else sqlite_insert
+        # Table-level statements: the rows are plain dicts, no ORM bookkeeping needed.
+        events_table, jobs_table = Event.__table__, Job.__table__
+        statement = (
+            insert(events_table)
+            .on_conflict_do_nothing(index_elements=["environment_id", "transaction_id"])
+            .returning(events_table.c.id)
+        )
+        written = set((await self.session.execute(statement, list(events))).scalars())
+        jobs = [job for job in jobs if job["event_id"] in written]
+        if jobs:
+            await self.session.execute(sa_insert(jobs_table), jobs)
+            await wake_workers(self.session)
+        return written
 
     async def transaction_exists(self, environment_id: str, transaction_id: str) -> bool:
         result = await self.session.execute(

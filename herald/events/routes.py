@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from herald.events import service
 from herald.events.schemas import (
@@ -11,22 +11,25 @@ from herald.events.schemas import (
 )
 from herald.kit.auth import PrincipalDep
 from herald.kit.db import SessionDep
+from herald.kit.groupcommit import GroupCommit
 from herald.kit.schemas import ERROR_RESPONSES, DataResponse
 
 router = APIRouter(prefix="/v1/events", tags=["Events"], responses=ERROR_RESPONSES)
 
 
 @router.post("/trigger", status_code=201, response_model=DataResponse[TriggerEventResponse], summary="Trigger event")
-async def trigger_event(
-    body: TriggerEventRequest, session: SessionDep, principal: PrincipalDep
-) -> dict:
+async def trigger_event(body: TriggerEventRequest, principal: PrincipalDep, request: Request) -> dict:
     """Start a workflow run for the recipients in ``to``.
 
     The trigger is recorded durably before the answer; ``status`` says whether
     it will run (``processed``) or why not. A ``transactionId`` already used in
     the environment is not run again (``status: error``).
     """
-    result = await service.trigger_event(session, principal, body)
+    # Concurrent triggers are written together (herald/kit/groupcommit.py).
+    recorder: GroupCommit[service.Trigger, service.TriggerResult | Exception] = request.app.state.trigger_recorder
+    result = await recorder.submit(service.Trigger(principal, body))
+    if isinstance(result, Exception):
+        raise result
     return {"data": result.as_response()}
 
 

@@ -7,6 +7,8 @@ between the answer and the worker. Delivery is the engine's work.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +20,8 @@ from herald.kit.auth import Principal
 from herald.kit.errors import UnprocessableError, ValidationFailed
 from herald.kit.ids import new_id, new_transaction_id
 from herald.kit.text import is_valid_identifier
-from herald.models import Event, Job, Workflow
+from herald.kit.time import utcnow
+from herald.models import Workflow
 from herald.tenants.repository import TenantRepository
 from herald.topics.repository import TopicRepository
 from herald.workflows.repository import WorkflowRepository
@@ -143,21 +146,57 @@ def workflow_status(workflow: Workflow) -> str | None:
     return None
 
 
-async def _find_workflow(session: AsyncSession, principal: Principal, name: str) -> Workflow:
-    workflow = await WorkflowRepository(session).get_by_trigger_identifier(principal.environment_id, name)
-    if workflow is None:
-        raise UnprocessableError("workflow_not_found")
-    return workflow
+@dataclass(frozen=True)
+class Trigger:
+    """One trigger to record: who sent it and what they sent."""
+
+    principal: Principal
+    request: TriggerEventRequest | BroadcastEventRequest
+    broadcast: bool = False
 
 
-async def _check_topics(session: AsyncSession, principal: Principal, recipients: Recipients) -> None:
-    keys = [r["topicKey"] for r in recipients.accepted if r["type"] == "Topic"]
-    if not keys:
-        return
-    existing = await TopicRepository(session).keys_that_exist(principal.environment_id, keys)
+@dataclass
+class _Lookups:
+    """What a batch of triggers needs from the store, read once for the whole batch."""
+
+    workflows: dict[tuple[str, str], Workflow]
+    tenants: set[tuple[str, str]]
+    topics: set[tuple[str, str]]
+
+
+async def _lookups(session: AsyncSession, triggers: Sequence[Trigger]) -> _Lookups:
+    names: dict[str, set[str]] = defaultdict(set)
+    tenants: dict[str, set[str]] = defaultdict(set)
+    topics: dict[str, set[str]] = defaultdict(set)
+    for trigger in triggers:
+        environment_id = trigger.principal.environment_id
+        names[environment_id].add(trigger.request.name)
+        tenant = trigger.request.tenant
+        identifier = tenant if isinstance(tenant, str) else tenant.get("identifier") if isinstance(tenant, dict) else None
+        if isinstance(identifier, str) and identifier:
+            tenants[environment_id].add(identifier)
+        to = getattr(trigger.request, "to", None)
+        for item in to if isinstance(to, list) else [to]:
+            if isinstance(item, dict) and str(item.get("type", "")).lower() == "topic" and isinstance(item.get("topicKey"), str):
+                topics[environment_id].add(item["topicKey"])
+    workflows = WorkflowRepository(session)
+    found = _Lookups(workflows={}, tenants=set(), topics=set())
+    for environment_id, identifiers in names.items():
+        for workflow in await workflows.get_many_by_trigger_identifier(environment_id, identifiers):
+            found.workflows[(environment_id, workflow.trigger_identifier)] = workflow
+    for environment_id, identifiers in tenants.items():
+        existing = await TenantRepository(session).identifiers_that_exist(environment_id, identifiers)
+        found.tenants.update((environment_id, identifier) for identifier in existing)
+    for environment_id, keys in topics.items():
+        existing = await TopicRepository(session).keys_that_exist(environment_id, list(keys))
+        found.topics.update((environment_id, key) for key in existing)
+    return found
+
+
+def _check_topics(environment_id: str, recipients: Recipients, existing: set[tuple[str, str]]) -> None:
     kept = []
     for recipient in recipients.accepted:
-        if recipient["type"] == "Topic" and recipient["topicKey"] not in existing:
+        if recipient["type"] == "Topic" and (environment_id, recipient["topicKey"]) not in existing:
             recipients.rejected.append(
                 {
                     "index": None,
@@ -170,15 +209,21 @@ async def _check_topics(session: AsyncSession, principal: Principal, recipients:
     recipients.accepted = kept
 
 
-async def trigger_event(
-    session: AsyncSession,
-    principal: Principal,
-    request: TriggerEventRequest | BroadcastEventRequest,
-    *,
-    broadcast: bool = False,
-) -> TriggerResult:
-    """Validate a trigger and record it for the engine (spec §4.4)."""
-    workflow = await _find_workflow(session, principal, request.name)
+@dataclass
+class _Accepted:
+    """A trigger that will run, once its event row is written."""
+
+    event: dict[str, Any]
+    job: dict[str, Any]
+    result: TriggerResult
+
+
+def _judge(trigger: Trigger, found: _Lookups) -> TriggerResult | _Accepted:
+    """Decide a trigger's fate from what the batch read (spec §4.4); raises on a 422."""
+    principal, request = trigger.principal, trigger.request
+    workflow = found.workflows.get((principal.environment_id, request.name))
+    if workflow is None:
+        raise UnprocessableError("workflow_not_found")
     transaction_id = request.transactionId or new_transaction_id()
     actor = normalize_actor(request.actor)
     tenant = normalize_tenant(request.tenant)
@@ -186,52 +231,102 @@ async def trigger_event(
     def outcome(status: str, errors: list[str] | None = None) -> TriggerResult:
         return TriggerResult(True, status, transaction_id, errors or [])
 
-    if tenant is not None:
-        if await TenantRepository(session).get_by_identifier(principal.environment_id, tenant["identifier"]) is None:
-            return outcome("no_tenant_found", [f"Tenant with identifier {tenant['identifier']} not found"])
+    if tenant is not None and (principal.environment_id, tenant["identifier"]) not in found.tenants:
+        return outcome("no_tenant_found", [f"Tenant with identifier {tenant['identifier']} not found"])
     blocked = workflow_status(workflow)
     if blocked is not None:
         return outcome(blocked)
 
-    if broadcast:
+    if trigger.broadcast:
         recipients = Recipients()
     else:
         assert isinstance(request, TriggerEventRequest)
         recipients = parse_recipients(request.to)
-        await _check_topics(session, principal, recipients)
+        _check_topics(principal.environment_id, recipients, found.topics)
         if not recipients.accepted:
             return outcome("invalid_recipients", recipients.reasons)
 
-    event = Event(
-        id=new_id(),
-        environment_id=principal.environment_id,
-        organization_id=principal.organization_id,
-        transaction_id=transaction_id,
-        workflow_id=workflow.id,
-        trigger_identifier=workflow.trigger_identifier,
-        kind="broadcast" if broadcast else "trigger",
-        steps=workflow.steps,
-        recipients=recipients.accepted,
-        rejected_recipients=_jsonable(recipients.rejected),
-        payload=request.payload,
-        overrides=request.overrides,
-        actor=actor,
-        tenant=tenant,
-        context=request.context,
-    )
-    job = Job(
-        environment_id=principal.environment_id,
-        organization_id=principal.organization_id,
-        kind="event",
-        status="queued",
-        event_id=event.id,
-        transaction_id=transaction_id,
-        workflow_id=workflow.id,
-    )
-    if not await EventRepository(session).record(event, job):
-        return outcome("error", [DUPLICATE_TRANSACTION])
+    event_id = new_id()
+    now = utcnow()
+    event = {
+        "id": event_id,
+        "environment_id": principal.environment_id,
+        "organization_id": principal.organization_id,
+        "transaction_id": transaction_id,
+        "workflow_id": workflow.id,
+        "trigger_identifier": workflow.trigger_identifier,
+        "kind": "broadcast" if trigger.broadcast else "trigger",
+        "steps": workflow.steps,
+        "recipients": recipients.accepted,
+        "rejected_recipients": _jsonable(recipients.rejected),
+        "payload": request.payload,
+        "overrides": request.overrides,
+        "actor": actor,
+        "tenant": tenant,
+        "context": request.context,
+        "status": "accepted",
+        "created_at": now,
+    }
+    job = {
+        "id": new_id(),
+        "environment_id": principal.environment_id,
+        "organization_id": principal.organization_id,
+        "kind": "event",
+        "status": "queued",
+        "event_id": event_id,
+        "transaction_id": transaction_id,
+        "workflow_id": workflow.id,
+        "run_at": now,
+        "created_at": now,
+        "updated_at": now,
+    }
     # Recipients refused at acceptance are reported to the caller and kept on the event.
-    return outcome("processed", recipients.reasons)
+    return _Accepted(event, job, outcome("processed", recipients.reasons))
+
+
+async def record_triggers(session: AsyncSession, triggers: Sequence[Trigger]) -> list[TriggerResult | Exception]:
+    """Validate triggers and record those that will run, in the session's transaction (spec §4.4).
+
+    One outcome per trigger, in order: its result, or the 422 it raised. The
+    reads are made once for the whole list and the events and their jobs are
+    written with one statement each, so a batch costs a few round trips
+    whatever its size. A transactionId already used in the environment (or
+    twice in the list) is refused by the unique index, not by a read.
+    """
+    found = await _lookups(session, triggers)
+    outcomes: list[TriggerResult | Exception | _Accepted] = []
+    for trigger in triggers:
+        try:
+            outcomes.append(_judge(trigger, found))
+        except (UnprocessableError, ValidationFailed) as exc:
+            outcomes.append(exc)
+    accepted = [outcome for outcome in outcomes if isinstance(outcome, _Accepted)]
+    written = await EventRepository(session).record_many(
+        [item.event for item in accepted], [item.job for item in accepted]
+    )
+    results: list[TriggerResult | Exception] = []
+    for outcome in outcomes:
+        if not isinstance(outcome, _Accepted):
+            results.append(outcome)
+        elif outcome.event["id"] in written:
+            results.append(outcome.result)
+        else:
+            results.append(TriggerResult(True, "error", outcome.result.transaction_id, [DUPLICATE_TRANSACTION]))
+    return results
+
+
+async def trigger_event(
+    session: AsyncSession,
+    principal: Principal,
+    request: TriggerEventRequest | BroadcastEventRequest,
+    *,
+    broadcast: bool = False,
+) -> TriggerResult:
+    """Validate one trigger and record it in the session's transaction."""
+    [outcome] = await record_triggers(session, [Trigger(principal, request, broadcast)])
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
 
 
 def _jsonable(rejected: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -243,13 +338,14 @@ async def trigger_bulk(
     session: AsyncSession, principal: Principal, requests: list[TriggerEventRequest]
 ) -> list[TriggerResult]:
     """Each event is judged on its own; one failing does not fail the others (Novu's bulk)."""
+    outcomes = await record_triggers(session, [Trigger(principal, request) for request in requests])
     results = []
-    for request in requests:
-        try:
-            results.append(await trigger_event(session, principal, request))
-        except (UnprocessableError, ValidationFailed) as exc:
-            detail = exc.message if not isinstance(exc, ValidationFailed) else _describe(exc)
-            results.append(TriggerResult(True, "error", request.transactionId or new_transaction_id(), [detail]))
+    for request, outcome in zip(requests, outcomes, strict=True):
+        if isinstance(outcome, ValidationFailed):
+            outcome = TriggerResult(True, "error", request.transactionId or new_transaction_id(), [_describe(outcome)])
+        elif isinstance(outcome, UnprocessableError):
+            outcome = TriggerResult(True, "error", request.transactionId or new_transaction_id(), [outcome.message])
+        results.append(outcome)
     return results
 
 

@@ -8,10 +8,12 @@ busy timeout instead of failing when a read transaction tries to upgrade.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
+import orjson
 from fastapi import Depends, Request
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
@@ -56,12 +58,26 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def dumps_json(value: Any) -> str:
+    """JSON columns are written with orjson; values it refuses (integers past 64 bits) with json."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return json.dumps(value)
+
+
 def create_engine(url: str, *, pool_size: int = 10, **kwargs: Any) -> AsyncEngine:
     target = async_url(url)
+    kwargs.setdefault("json_serializer", dumps_json)
     if target.startswith("sqlite"):
         path = make_url(target).database
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # One connection: SQLite has one writer at a time anyway, and waiting
+        # for the pool is an asyncio wait, where waiting on SQLite's lock is a
+        # busy handler sleeping in a thread (tens of milliseconds per retry).
+        kwargs.setdefault("pool_size", 1)
+        kwargs.setdefault("max_overflow", 0)
         engine = create_async_engine(target, **kwargs)
         _configure_sqlite(engine)
         return engine

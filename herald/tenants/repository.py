@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
@@ -18,6 +18,14 @@ class TenantRepository:
             select(Tenant).where(Tenant.environment_id == environment_id, Tenant.identifier == identifier)
         )
         return result.scalar_one_or_none()
+
+    async def identifiers_that_exist(self, environment_id: str, identifiers: Collection[str]) -> set[str]:
+        result = await self.session.execute(
+            select(Tenant.identifier).where(
+                Tenant.environment_id == environment_id, Tenant.identifier.in_(list(identifiers))
+            )
+        )
+        return set(result.scalars())
 
     async def insert(self, tenant: Tenant) -> bool:
         """Insert a new tenant; False when its identifier was taken meanwhile (a concurrent create)."""

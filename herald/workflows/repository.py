@@ -15,15 +15,15 @@ class WorkflowRepository:
     def add(self, row: Workflow | NotificationGroup) -> None:
         self.session.add(row)
 
-    async def get_by_trigger_identifier(self, environment_id: str, identifier: str) -> Workflow | None:
+    async def get_many_by_trigger_identifier(self, environment_id: str, identifiers: Collection[str]) -> Sequence[Workflow]:
         result = await self.session.execute(
             select(Workflow).where(
                 Workflow.environment_id == environment_id,
-                Workflow.trigger_identifier == identifier,
+                Workflow.trigger_identifier.in_(list(identifiers)),
                 Workflow.deleted.is_(False),
             )
         )
-        return result.scalar_one_or_none()
+        return result.scalars().all()
 
     async def get(self, environment_id: str, workflow_id: str) -> Workflow | None:
         result = await self.session.execute(

@@ -1,0 +1,508 @@
+"""``make bench``: start Herald, load it over HTTP, print one table, append it to docs/performance.md.
+
+    python -m bench.run [--quick] [--postgres URL] [--workers N] [--server uvicorn|granian|uvicorn,granian]
+
+See bench/README.md for what each measurement does and every option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench import harness, report, scenarios
+from bench.harness import SERVERS, Deployment, Environment, Store
+from bench.loadgen import CLIENTS, Api, LoadResult
+from bench.report import Row, ms, number, verdict
+
+MEASUREMENTS = ("acceptance", "e2e", "sustained", "digest", "fanout")
+
+# Targets (docs/performance.md states them with their reasons).
+TARGET_CEILING_SHARE = 0.5
+TARGET_E2E_P99 = 0.100
+TARGET_SUSTAINED = 2000.0
+TARGET_FANOUT_SECONDS = 60.0
+TARGET_FANOUT_SIZE = 100_000
+TARGET_RSS_MB = 300.0
+
+
+@dataclass
+class Options:
+    quick: bool
+    postgres: str | None
+    workers: int
+    servers: list[str]
+    client: str
+    concurrency: list[int]
+    duration: float
+    warmup: float
+    e2e_rate: float
+    e2e_duration: float
+    sustained_duration: float
+    fanout_sizes: list[int]
+    digest_events: int
+    digest_window: int
+    skip: set[str]
+    extra_env: dict[str, str]
+    write: bool
+    output: Path
+    keep: bool
+    timeout: float
+    profile: bool
+    seed_db: bool
+    command: str
+
+
+def parse_args(argv: list[str] | None = None) -> Options:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short measurements and small audiences (a few minutes in all)")
+    parser.add_argument("--postgres", metavar="URL", help="admin URL of a PostgreSQL server on 127.0.0.1; the run creates its own database there and drops it after (default: SQLite in a temp folder)")
+    parser.add_argument("--workers", type=int, default=0, help="run the API with --no-worker plus N `herald worker` processes (default 0: the worker runs inside the API process)")
+    parser.add_argument("--server", default="uvicorn", help="uvicorn, granian, or a comma list: the first runs every measurement, the others only the trigger acceptance and bare endpoint rows")
+    parser.add_argument("--client", choices=CLIENTS, default="raw", help="HTTP client that sends the measured triggers (default raw; see bench/loadgen.py)")
+    parser.add_argument("--concurrency", default="32,128", help="closed-loop concurrencies for trigger acceptance (default 32,128)")
+    parser.add_argument("--duration", type=float, help="seconds per acceptance measurement (default 10; quick 3)")
+    parser.add_argument("--warmup", type=float, help="seconds of load before each acceptance measurement counts (default 1; quick 0.5)")
+    parser.add_argument("--e2e-rate", type=float, default=100.0, help="triggers per second for the end-to-end latency (default 100)")
+    parser.add_argument("--e2e-duration", type=float, help="seconds of open-loop triggers for end-to-end latency (default 20; quick 5)")
+    parser.add_argument("--sustained-duration", type=float, help="seconds of sustained delivery measured (default 60; quick 10)")
+    parser.add_argument("--fanout-sizes", help="topic sizes, comma separated (default 10000,100000; quick 500,2000)")
+    parser.add_argument("--digest-events", type=int, help="events into one digest (default 10000; quick 500)")
+    parser.add_argument("--digest-window", type=int, help="seconds the digest stays open (default 60; quick 20)")
+    parser.add_argument("--skip", default="", help=f"comma list of measurements to leave out: {', '.join(MEASUREMENTS)}")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment for Herald's processes (repeatable), e.g. HERALD_WORKER_CONCURRENCY=16")
+    parser.add_argument("--no-write", action="store_true", help="print the table only; leave docs/performance.md alone")
+    parser.add_argument("--output", type=Path, default=report.DOCS, help="where the dated section is appended (default docs/performance.md)")
+    parser.add_argument("--keep", action="store_true", help="keep the temp folder (logs, SQLite file) after the run")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="give up on the whole run after this many seconds (default 3600)")
+    parser.add_argument("--seed-db", action="store_true", help="create the fan-out audience straight in the store instead of one POST /v1/subscribers each (setup only; the fan-out itself is measured the same way)")
+    parser.add_argument("--profile", action="store_true", help="record a py-spy profile of the API process during trigger acceptance (needs py-spy)")
+    args = parser.parse_args(argv)
+
+    quick = args.quick
+    servers = [name.strip() for name in args.server.split(",") if name.strip()]
+    for name in servers:
+        if name not in SERVERS:
+            parser.error(f"--server: {name!r} is not one of {', '.join(SERVERS)}")
+    skip = {name.strip() for name in args.skip.split(",") if name.strip()}
+    unknown = skip - set(MEASUREMENTS)
+    if unknown:
+        parser.error(f"--skip: unknown {', '.join(sorted(unknown))}")
+    extra_env = {}
+    for item in args.env:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            parser.error(f"--env needs KEY=VALUE, got {item!r}")
+        extra_env[key] = value
+    if args.workers < 0 or args.workers > 16:
+        parser.error("--workers must be between 0 and 16")
+    fanout = args.fanout_sizes or ("500,2000" if quick else "10000,100000")
+    return Options(
+        quick=quick,
+        postgres=args.postgres,
+        workers=args.workers,
+        servers=servers,
+        client=args.client,
+        concurrency=[int(value) for value in args.concurrency.split(",") if value.strip()],
+        duration=args.duration or (3.0 if quick else 10.0),
+        warmup=args.warmup if args.warmup is not None else (0.5 if quick else 1.0),
+        e2e_rate=args.e2e_rate,
+        e2e_duration=args.e2e_duration or (5.0 if quick else 20.0),
+        sustained_duration=args.sustained_duration or (10.0 if quick else 60.0),
+        fanout_sizes=[int(value) for value in fanout.split(",") if value.strip()],
+        digest_events=args.digest_events or (500 if quick else 10_000),
+        digest_window=args.digest_window or (20 if quick else 60),
+        skip=skip,
+        extra_env=extra_env,
+        write=not args.no_write,
+        output=args.output,
+        keep=args.keep,
+        timeout=args.timeout,
+        profile=args.profile,
+        seed_db=args.seed_db,
+        command="make bench" + (f" BENCH_ARGS={shlex.quote(' '.join(argv if argv is not None else sys.argv[1:]))}" if (argv if argv is not None else sys.argv[1:]) else ""),
+    )
+
+
+class CpuMeter:
+    """CPU used during a measurement: by the load generator, by Herald's processes, by everything else."""
+
+    def __init__(self, environment: Environment) -> None:
+        self.environment = environment
+        self.started = 0.0
+        self._begin: dict[str, float] = {}
+
+    def _ours(self) -> dict[int, float]:
+        pids = [pid for service in self.environment.services if service.alive() for pid in service.pids()]
+        pids += self.environment.store.backend_pids()
+        return {pid: harness.cpu_seconds(pid) for pid in pids}
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+        self._ours_begin = self._ours()
+        self._self_begin = time.process_time()
+        self._machine_begin = harness.machine_busy_seconds()
+
+    def stop(self) -> dict[str, float]:
+        elapsed = max(time.monotonic() - self.started, 1e-6)
+        ours_end = self._ours()
+        service = sum(ours_end[pid] - self._ours_begin.get(pid, 0.0) for pid in ours_end)
+        client = time.process_time() - self._self_begin
+        machine = harness.machine_busy_seconds() - self._machine_begin
+        return {
+            "service": service / elapsed,
+            "client": client / elapsed,
+            "other": max(0.0, machine - service - client) / elapsed,
+        }
+
+
+@dataclass
+class Run:
+    options: Options
+    environment: Environment
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    ceilings: dict[tuple[str, int], float] = field(default_factory=dict)
+    accounting: scenarios.Accounting = field(default_factory=scenarios.Accounting)
+    busy: list[float] = field(default_factory=list)
+    run_id: str = field(default_factory=lambda: time.strftime("%H%M%S"))
+
+    @property
+    def store(self) -> Store:
+        return self.environment.store
+
+    def say(self, text: str) -> None:
+        print(f"[bench {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+    def cpu_note(self, usage: dict[str, float]) -> str:
+        self.busy.append(usage["other"])
+        return f"CPU: Herald {usage['service']:.2f}, load generator {usage['client']:.2f}, other processes {usage['other']:.2f} cores"
+
+    # Measurements ----------------------------------------------------------------------
+
+    async def bare_ceiling(self, server: str) -> None:
+        service = await self.environment.start_bare(server)
+        try:
+            for concurrency in self.options.concurrency:
+                meter = CpuMeter(self.environment)
+                meter.start()
+                result, _ = await scenarios.acceptance(
+                    service.base_url, None, "bench-inapp", concurrency, self.options.duration,  # type: ignore[attr-defined]
+                    self.options.warmup, self.options.client, "bare",
+                )
+                usage = meter.stop()
+                self.ceilings[(server, concurrency)] = result.rate
+                self.rows.append(Row(
+                    f"Framework ceiling: bare FastAPI trigger endpoint ({server}), concurrency {concurrency}",
+                    f"{number(result.rate)} req/s · p50 {ms(result.p(0.5))} · p99 {ms(result.p(0.99))}{_errors(result)}",
+                    "reference",
+                ))
+                self.say(f"bare {server} c={concurrency}: {result.rate:.0f} req/s; {self.cpu_note(usage)}")
+        finally:
+            service.stop()
+
+    async def herald_acceptance(self, deployment: Deployment, server: str, workflow: str, api: Api) -> None:
+        for concurrency in self.options.concurrency:
+            meter = CpuMeter(self.environment)
+            meter.start()
+            profiler = self._start_profile(deployment, f"{server}-c{concurrency}") if self.options.profile else None
+            result, accepted = await scenarios.acceptance(
+                deployment.base_url, deployment.api_key, workflow, concurrency, self.options.duration,
+                self.options.warmup, self.options.client, f"acc-{server}",
+            )
+            usage = meter.stop()
+            if profiler is not None:
+                self._finish_profile(profiler)
+            self.accounting.add(accepted)
+            ceiling = self.ceilings.get((server, concurrency))
+            share = result.rate / ceiling if ceiling else None
+            share_text = f" ({share:.0%} of the framework ceiling)" if share is not None else ""
+            self.rows.append(Row(
+                f"Trigger acceptance ({server}), concurrency {concurrency}",
+                f"{number(result.rate)} req/s{share_text} · p50 {ms(result.p(0.5))} · p99 {ms(result.p(0.99))}{_errors(result)}",
+                "≥ 50% of the framework ceiling",
+                verdict(None if share is None else share >= TARGET_CEILING_SHARE),
+            ))
+            self.say(f"herald {server} c={concurrency}: {result.rate:.0f} req/s{share_text}; {self.cpu_note(usage)}")
+            await self.drain(api, f"acceptance c={concurrency}")
+
+    async def drain(self, api: Api, after: str) -> None:
+        """Let the worker deliver everything accepted so far, so the next measurement starts idle."""
+        expected = self.accounting.expected_in_app
+        remaining = max(0, expected - await api.count_messages())
+        timeout = min(600.0, 60.0 + remaining / 20)
+        seconds, count = await scenarios.wait_for_backlog(api, expected, timeout)
+        if count < expected:
+            self.notes.append(f"After {after}: {count:,} of {expected:,} in-app messages stored after waiting {seconds:.0f}s.")
+            self.say(f"backlog after {after} not drained: {count}/{expected}")
+        else:
+            self.say(f"backlog after {after} drained in {seconds:.1f}s")
+
+    async def end_to_end(self, deployment: Deployment, workflow: str, api: Api) -> None:
+        meter = CpuMeter(self.environment)
+        meter.start()
+        outcome = await scenarios.end_to_end(
+            api, deployment.base_url, deployment.api_key, workflow, self.options.e2e_rate,
+            self.options.e2e_duration, self.options.client, self.run_id,
+        )
+        usage = meter.stop()
+        self.accounting.add(outcome.accepted.accepted_total)
+        p99 = outcome.p_seen(0.99)
+        missing = f" · {outcome.missing} not stored within 30 s" if outcome.missing else ""
+        self.rows.append(Row(
+            f"End-to-end in-app latency at {number(self.options.e2e_rate)} triggers/s, seen by a poller ({number(outcome.sent)} triggers)",
+            f"p50 {ms(outcome.p_seen(0.5))} · p99 {ms(p99)}{missing}",
+            "p99 < 100 ms",
+            verdict(None if p99 is None else (p99 < TARGET_E2E_P99 and not outcome.missing)),
+        ))
+        self.rows.append(Row(
+            "End-to-end in-app latency, message createdAt − scheduled send (no polling delay)",
+            f"p50 {ms(outcome.p_stored(0.5))} · p99 {ms(outcome.p_stored(0.99))} · trigger answers p99 {ms(outcome.accepted.p(0.99))}",
+        ))
+        self.say(f"e2e: p50 {ms(outcome.p_seen(0.5))} p99 {ms(p99)} missing {outcome.missing}; {self.cpu_note(usage)}")
+        await self.drain(api, "end-to-end")
+
+    async def sustained(self, workflow: str, api: Api) -> None:
+        meter = CpuMeter(self.environment)
+        meter.start()
+        warmup = 5.0 if self.options.quick else 10.0
+        outcome = await scenarios.sustained(api, workflow, self.options.sustained_duration, warmup)
+        usage = meter.stop()
+        self.accounting.add(outcome.triggers_accepted)
+        applies = self.store.kind == "postgres" and self.options.workers == 2
+        slowest = f" · slowest second {number(outcome.slowest_second)}/s" if outcome.slowest_second is not None else ""
+        self.rows.append(Row(
+            f"Sustained in-app delivery over {outcome.duration:.0f} s ({self._topology()})",
+            f"{number(outcome.rate)} messages/s{slowest}",
+            "≥ 2,000 messages/s on PostgreSQL with 2 workers" if applies else "(target applies to PostgreSQL with 2 workers)",
+            verdict(outcome.rate >= TARGET_SUSTAINED if applies else None),
+        ))
+        self.say(f"sustained: {outcome.rate:.0f} msg/s; {self.cpu_note(usage)}")
+        await self.drain(api, "sustained delivery")
+
+    async def fan_out(self, workflow: str, api: Api) -> None:
+        await self.drain(api, "the digest")
+        sizes = sorted(self.options.fanout_sizes)
+        seed = self.environment.seed_subscribers if self.options.seed_db else None
+        audience, seconds = await scenarios.create_fanout_audience(api, max(sizes), self.options.timeout / 2, seed)
+        how = "inserted straight into the store (--seed-db)" if seed else "created one POST /v1/subscribers at a time (32 in flight)"
+        self.notes.append(
+            f"Fan-out setup: {len(audience):,} subscribers {how} in {seconds:.0f} s ({len(audience) / seconds:,.0f}/s); "
+            "topic members added 2,000 per request."
+        )
+        for size in sizes:
+            meter = CpuMeter(self.environment)
+            meter.start()
+            timeout = max(120.0, size / 20)
+            outcome = await scenarios.fan_out(api, workflow, audience, size, self.run_id, timeout)
+            usage = meter.stop()
+            self.accounting.add(outcome.stored)
+            applies = self.store.kind == "postgres" and size >= TARGET_FANOUT_SIZE
+            if outcome.seconds is None:
+                result = f"incomplete: {outcome.stored:,} of {size:,} stored after {timeout:.0f} s"
+            else:
+                result = f"{outcome.seconds:.1f} s ({number(outcome.rate)} messages/s; first message after {outcome.first_message_seconds:.1f} s)"
+            self.rows.append(Row(
+                f"Topic fan-out: one trigger to {size:,} subscribers, until every in-app message is stored",
+                result,
+                "< 60 s on PostgreSQL for 100,000" if applies else "",
+                verdict((outcome.seconds is not None and outcome.seconds < TARGET_FANOUT_SECONDS) if applies else None),
+            ))
+            self.say(f"fan-out {size}: {result}; {self.cpu_note(usage)}")
+
+    async def digest(self, api: Api, workflow: str) -> None:
+        meter = CpuMeter(self.environment)
+        meter.start()
+        timeout = self.options.digest_window + max(120.0, self.options.digest_events / 20)
+        outcome = await scenarios.digest(api, workflow, self.options.digest_events, self.options.digest_window, self.run_id, timeout)
+        usage = meter.stop()
+        self.accounting.add(outcome.messages)
+        digested = sum(outcome.digested_counts)
+        if outcome.first_message_seconds is None:
+            result = f"no digest message after {timeout:.0f} s"
+        else:
+            shape = (
+                f"1 message digesting all {digested:,} events"
+                if outcome.messages == 1 and digested == outcome.accepted
+                else f"{outcome.messages} messages digesting {digested:,} of {outcome.accepted:,} events ({outcome.digested_counts[:5]})"
+            )
+            result = (
+                f"{outcome.first_message_seconds:.1f} s from the first trigger "
+                f"({outcome.after_window:+.1f} s after the {outcome.window} s window; triggers sent in {outcome.send_seconds:.1f} s) · {shape}"
+            )
+        self.rows.append(Row(f"Digest: {outcome.events:,} events for one subscriber into one digest", result))
+        self.say(f"digest: {result}; {self.cpu_note(usage)}")
+
+    def memory(self, deployment: Deployment) -> None:
+        for service in deployment.services:
+            peaks = [(pid, harness.peak_rss_mb(pid)) for pid in service.pids()]
+            known = [(pid, peak) for pid, peak in peaks if peak is not None]
+            if not known:
+                continue
+            top = max(peak for _, peak in known)
+            detail = "" if len(known) == 1 else " (largest of " + ", ".join(f"{peak:.0f}" for _, peak in known) + " MB: server and its worker processes)"
+            self.rows.append(Row(
+                f"Peak RSS: {service.name}", f"{top:.0f} MB{detail}", "< 300 MB per process", verdict(top < TARGET_RSS_MB)
+            ))
+
+    # Profiling -----------------------------------------------------------------------------
+
+    def _start_profile(self, deployment: Deployment, label: str):  # type: ignore[no-untyped-def]
+        import shutil
+        import subprocess
+
+        executable = shutil.which("py-spy", path=str(harness.BIN)) or shutil.which("py-spy")
+        if executable is None:
+            self.say("--profile: py-spy is not installed; skipping")
+            return None
+        pid = max(deployment.api.pids())  # granian serves from its child process
+        target = self.environment.folder / f"profile-{label}.txt"
+        duration = int(self.options.warmup + self.options.duration + 1)
+        process = subprocess.Popen(
+            [executable, "record", "--pid", str(pid), "--duration", str(duration), "--rate", "200",
+             "--format", "raw", "--output", str(target), "--nonblocking"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        return process, target
+
+    def _finish_profile(self, profiler) -> None:  # type: ignore[no-untyped-def]
+        process, target = profiler
+        try:
+            process.wait(timeout=30)
+        except Exception:
+            process.kill()
+        self.notes.append(f"py-spy profile (collapsed stacks): {target}")
+        self.say(f"profile written to {target}")
+
+    def _topology(self) -> str:
+        if self.options.workers:
+            return f"{self.store.label}, API + {self.options.workers} worker processes"
+        return f"{self.store.label}, worker inside the API process"
+
+
+def _errors(result: LoadResult) -> str:
+    if not result.errors:
+        return ""
+    return f" · {result.errors:,} errors ({'; '.join(result.error_samples[:2])})"
+
+
+async def execute(options: Options) -> Run:
+    folder = harness.make_folder()
+    store = await Store.postgres(options.postgres) if options.postgres else Store.sqlite(folder)
+    environment = Environment(folder, store, options.extra_env)
+    run = Run(options, environment)
+    run.say(f"temp folder {folder}; store {store.label}" + (f" (database {store.database})" if store.database else ""))
+    try:
+        await asyncio.wait_for(_measure(run), timeout=options.timeout)
+    finally:
+        environment.stop_all()
+        try:
+            await store.drop()
+        except Exception as exc:
+            print(f"could not drop database {store.database}: {exc}", file=sys.stderr)
+        if options.keep:
+            run.say(f"kept {folder}")
+        else:
+            harness.remove_folder(folder)
+    return run
+
+
+async def _measure(run: Run) -> None:
+    options = run.options
+    environment = run.environment
+    api_key = await asyncio.to_thread(environment.prepare)
+    measure = [name for name in MEASUREMENTS if name not in options.skip]
+    primary, *others = options.servers
+
+    if "acceptance" in measure:
+        for server in options.servers:
+            run.say(f"bare endpoint on {server}")
+            await run.bare_ceiling(server)
+
+    workflows: dict[str, str] = {}
+
+    async def deploy(server: str) -> tuple[Deployment, Api]:
+        run.say(f"starting Herald on {server} ({run._topology()})")
+        deployment = await environment.start_herald(server, api_key, options.workers)
+        api = Api(deployment.base_url, api_key)
+        if not workflows:
+            workflows["in_app"] = await api.create_workflow(scenarios.IN_APP_WORKFLOW, scenarios.in_app_steps())
+            workflows["digest"] = await api.create_workflow(scenarios.DIGEST_WORKFLOW, scenarios.digest_steps(options.digest_window))
+        return deployment, api
+
+    if "acceptance" in measure:
+        for server in others:
+            deployment, api = await deploy(server)
+            try:
+                await run.herald_acceptance(deployment, server, workflows["in_app"], api)
+            finally:
+                await api.close()
+                deployment.stop()
+
+    deployment, api = await deploy(primary)
+    try:
+        if "acceptance" in measure:
+            await run.herald_acceptance(deployment, primary, workflows["in_app"], api)
+        if "e2e" in measure:
+            await run.end_to_end(deployment, workflows["in_app"], api)
+        if "sustained" in measure:
+            await run.sustained(workflows["in_app"], api)
+        if "digest" in measure:
+            await run.drain(api, "the previous measurement")
+            await run.digest(api, workflows["digest"])
+        if "fanout" in measure:
+            await run.fan_out(workflows["in_app"], api)
+        run.memory(deployment)
+    finally:
+        await api.close()
+        deployment.stop()
+
+
+def title(options: Options) -> str:
+    parts = [
+        "SQLite" if not options.postgres else "PostgreSQL",
+        options.servers[0] + (f" (also {', '.join(options.servers[1:])} for acceptance)" if len(options.servers) > 1 else ""),
+        f"API + {options.workers} worker processes" if options.workers else "worker inside the API process",
+    ]
+    if options.quick:
+        parts.append("quick")
+    return " · ".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    started = time.monotonic()
+    run = asyncio.run(execute(options))
+    notes = [
+        f"Load: {options.client} client, acceptance {options.duration:g} s per concurrency after {options.warmup:g} s warm-up; "
+        f"run took {time.monotonic() - started:.0f} s.",
+        *run.notes,
+    ]
+    if run.busy and max(run.busy) > 0.25:
+        notes.append(
+            f"Other processes used up to {max(run.busy):.2f} cores during measurements (the machine was shared); "
+            "figures are lower than on an idle machine."
+        )
+    text = report.section(title(options), options.command, notes, run.rows)
+    print()
+    print(text)
+    if options.write:
+        report.append(text, options.output)
+        print(f"appended to {options.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,381 @@
+"""The measurements, each against a running Herald (or the bare endpoint) over HTTP.
+
+Every wait here is bounded by a deadline; a measurement that runs out of time
+reports what it saw and says so instead of hanging.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from herald.kit.time import parse_iso
+
+from bench.loadgen import Api, LoadResult, Sender, closed_loop, json_bytes, open_loop, percentile
+
+TRIGGER_PATH = "/v1/events/trigger"
+IN_APP_WORKFLOW = "bench inapp"
+DIGEST_WORKFLOW = "bench digest"
+SUBSCRIBER_POOL = 1000
+BULK_SIZE = 100
+
+
+def in_app_steps() -> list[dict[str, Any]]:
+    return [{"template": {"type": "in_app", "content": "Hi {{payload.n}}"}}]
+
+
+def digest_steps(window_seconds: int) -> list[dict[str, Any]]:
+    return [
+        {"template": {"type": "digest"}, "metadata": {"type": "regular", "amount": window_seconds, "unit": "seconds"}},
+        {"template": {"type": "in_app", "content": "{{step.total_count}} events"}},
+    ]
+
+
+def trigger_body(workflow: str, prefix: str) -> Any:
+    """The measured request: one subscriber out of a pool of 1,000, a small payload."""
+    head = b'{"name":' + json_bytes(workflow) + b',"to":"' + prefix.encode() + b"-"
+
+    def make(index: int) -> bytes:
+        return head + str(index % SUBSCRIBER_POOL).encode() + b'","payload":{"n":' + str(index).encode() + b"}}"
+
+    return make
+
+
+class Accounting:
+    """How many in-app messages the runs so far should have stored, to wait for the backlog."""
+
+    def __init__(self) -> None:
+        self.expected_in_app = 0
+
+    def add(self, count: int) -> None:
+        self.expected_in_app += count
+
+
+# Trigger acceptance ------------------------------------------------------------------------
+
+
+async def acceptance(
+    base_url: str,
+    api_key: str | None,
+    workflow: str,
+    concurrency: int,
+    duration: float,
+    warmup: float,
+    client: str,
+    prefix: str,
+) -> tuple[LoadResult, int]:
+    """Closed loop on the trigger route; returns the result and every 2xx answer sent (warm-up included)."""
+    sender = Sender(client, base_url, api_key, concurrency)
+    make = trigger_body(workflow, prefix)
+    try:
+        result = await closed_loop(sender, TRIGGER_PATH, make, concurrency, duration, warmup)
+    finally:
+        await sender.close()
+    return result, result.accepted_total
+
+
+async def wait_for_backlog(api: Api, expected: int, timeout: float) -> tuple[float, int]:
+    """Wait until the environment holds ``expected`` in-app messages; returns (seconds, count seen)."""
+    start = time.monotonic()
+    deadline = start + timeout
+    count = 0
+    while time.monotonic() < deadline:
+        count = await api.count_messages()
+        if count >= expected:
+            break
+        await asyncio.sleep(0.25)
+    return time.monotonic() - start, count
+
+
+# End-to-end latency -----------------------------------------------------------------------------
+
+
+@dataclass
+class EndToEnd:
+    sent: int = 0
+    accepted: LoadResult = field(default_factory=LoadResult)
+    seen_latencies: list[float] = field(default_factory=list)
+    stored_latencies: list[float] = field(default_factory=list)
+    missing: int = 0
+    poll_requests: int = 0
+
+    def p_seen(self, fraction: float) -> float | None:
+        return percentile(sorted(self.seen_latencies), fraction)
+
+    def p_stored(self, fraction: float) -> float | None:
+        return percentile(sorted(self.stored_latencies), fraction)
+
+
+async def end_to_end(
+    api: Api, base_url: str, api_key: str, workflow: str, rate: float, duration: float, client: str, run_id: str,
+    settle_timeout: float = 30.0,
+) -> EndToEnd:
+    """Open-loop triggers at ``rate``/s, each to its own subscriber, while a poller looks for their messages.
+
+    Two latencies per trigger, both from its scheduled send time:
+    - seen: when a ``GET /v1/messages?transactionId=...`` answer first contained the
+      message (what a client polling the API observes; includes up to one poll round);
+    - stored: the message's ``createdAt`` (written by the worker, same clock) —
+      the store's own view, free of polling delay, to the millisecond.
+    """
+    outcome = EndToEnd()
+    wall_offset = time.time() - time.perf_counter()
+    scheduled_at: dict[str, float] = {}
+    pending: set[str] = set()
+    head = b'{"name":' + json_bytes(workflow) + b',"to":"e2e-' + run_id.encode() + b"-"
+
+    def make(index: int) -> bytes:
+        transaction_id = f"e2e-{run_id}-{index}"
+        scheduled_at[transaction_id] = time.perf_counter()
+        pending.add(transaction_id)
+        return (
+            head + str(index).encode() + b'","transactionId":"' + transaction_id.encode()
+            + b'","payload":{"n":' + str(index).encode() + b"}}"
+        )
+
+    def on_answer(index: int, scheduled: float, status: int, _body: bytes) -> None:
+        transaction_id = f"e2e-{run_id}-{index}"
+        scheduled_at[transaction_id] = scheduled
+        if not 200 <= status < 300:
+            pending.discard(transaction_id)
+
+    sending_done = asyncio.Event()
+
+    async def poll() -> None:
+        deadline = time.monotonic() + duration + settle_timeout + 5
+        while time.monotonic() < deadline:
+            if not pending:
+                if sending_done.is_set():
+                    return
+                await asyncio.sleep(0.005)
+                continue
+            batch = sorted(pending)[:100]
+            messages = await api.messages_of(batch)
+            outcome.poll_requests += 1
+            seen = time.perf_counter()
+            for message in messages:
+                transaction_id = message.get("transactionId")
+                if transaction_id not in pending:
+                    continue
+                pending.discard(transaction_id)
+                start = scheduled_at[transaction_id]
+                outcome.seen_latencies.append(seen - start)
+                created = parse_iso(message["createdAt"]).timestamp()
+                outcome.stored_latencies.append(created - (start + wall_offset))
+            await asyncio.sleep(0.005)
+
+    sender = Sender(client, base_url, api_key, 256)
+    poller = asyncio.create_task(poll())
+    try:
+        outcome.accepted = await open_loop(sender, TRIGGER_PATH, make, rate, duration, on_answer)
+        outcome.sent = int(rate * duration)
+        sending_done.set()
+        await asyncio.wait_for(poller, timeout=settle_timeout + 10)
+    except asyncio.TimeoutError:
+        pass
+    finally:
+        poller.cancel()
+        await sender.close()
+    outcome.missing = len(pending)
+    return outcome
+
+
+# Sustained delivery -------------------------------------------------------------------------------
+
+
+@dataclass
+class Sustained:
+    duration: float = 0.0
+    delivered: int = 0
+    triggers_accepted: int = 0
+    slowest_second: float | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.delivered / self.duration if self.duration else 0.0
+
+
+async def sustained(api: Api, workflow: str, duration: float, warmup: float, feeders: int = 2) -> Sustained:
+    """Keep a backlog of single-subscriber triggers and count the in-app messages stored per second.
+
+    Triggers go in bulk (50 events per request) so accepting them costs the API
+    little; the backlog is topped up to about two seconds of delivery (at least
+    100 triggers), so the workers always have work and the queue stays short.
+    The warm-up lets the pipeline (expansion, then the in-app step) fill first.
+    """
+    outcome = Sustained()
+    base = await api.count_messages()
+    state = {"stored": base, "accepted": 0, "rate": 0.0}
+    stop = asyncio.Event()
+    counter = iter(range(10**9))
+    start = time.monotonic()
+    window_start = start + warmup
+    window_end = window_start + duration
+
+    async def feed() -> None:
+        while not stop.is_set() and time.monotonic() < window_end:
+            backlog = state["accepted"] - (state["stored"] - base)
+            if backlog > max(100.0, 2 * state["rate"]):
+                await asyncio.sleep(0.05)
+                continue
+            events = []
+            for _ in range(BULK_SIZE // 2):
+                index = next(counter)
+                events.append({"name": workflow, "to": f"sus-{index % SUBSCRIBER_POOL}", "payload": {"n": index}})
+            accepted = await api.trigger_bulk(events)  # read the total only after the await
+            state["accepted"] += accepted
+
+    samples: list[tuple[float, int]] = []
+
+    async def sample() -> None:
+        give_up = window_end + 60
+        while (not samples or samples[-1][0] < window_end) and time.monotonic() < give_up:
+            asked = time.monotonic()
+            stored = await api.count_messages()
+            now = time.monotonic()
+            if samples:
+                elapsed = now - samples[-1][0]
+                if elapsed > 0:  # smoothed: one half-second sample is noisy
+                    state["rate"] = 0.7 * state["rate"] + 0.3 * (stored - samples[-1][1]) / elapsed
+            state["stored"] = stored
+            samples.append((now, stored))
+            await asyncio.sleep(max(0.0, 0.5 - (now - asked)))
+
+    sampler = asyncio.create_task(sample())
+    try:
+        await asyncio.wait_for(asyncio.gather(*(feed() for _ in range(feeders))), timeout=warmup + duration + 30)
+    finally:
+        stop.set()
+    try:
+        await asyncio.wait_for(sampler, timeout=70)
+    except asyncio.TimeoutError:
+        pass
+    # From the first sample in the window to the first one at or after its end.
+    inside = [(t, n) for t, n in samples if t >= window_start]
+    if len(inside) >= 2:
+        outcome.duration = inside[-1][0] - inside[0][0]
+        outcome.delivered = inside[-1][1] - inside[0][1]
+        per_second = [
+            (b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(inside, inside[2:]) if b[0] - a[0] > 0
+        ]
+        outcome.slowest_second = min(per_second) if per_second else None
+    outcome.triggers_accepted = state["accepted"]
+    return outcome
+
+
+# Topic fan-out ------------------------------------------------------------------------------------
+
+
+@dataclass
+class FanOut:
+    size: int
+    seconds: float | None
+    stored: int
+    first_message_seconds: float | None = None
+
+    @property
+    def rate(self) -> float:
+        return self.stored / self.seconds if self.seconds else 0.0
+
+
+async def create_fanout_audience(
+    api: Api, count: int, timeout: float, seed: Callable[[list[str]], Awaitable[None]] | None = None
+) -> tuple[list[str], float]:
+    """``count`` subscribers: one POST each, 32 at a time, or ``seed`` (straight into the store).
+
+    Returns their ids and the seconds it took.
+    """
+    start = time.monotonic()
+    ids = [f"fan-{index:06d}" for index in range(count)]
+    if seed is not None:
+        await asyncio.wait_for(seed(ids), timeout=timeout)
+    else:
+        await api.create_subscribers(ids, concurrency=32, deadline=start + timeout)
+    return ids, time.monotonic() - start
+
+
+async def fan_out(api: Api, workflow: str, subscriber_ids: list[str], size: int, run_id: str, timeout: float) -> FanOut:
+    """One trigger to a topic of ``size`` members; seconds until every member's message is stored."""
+    key = f"fanout-{size}-{run_id}"
+    await api.create_topic(key, subscriber_ids[:size])
+    transaction_id = f"fanout-{size}-{run_id}"
+    start = time.monotonic()
+    await api.trigger({"name": workflow, "to": [{"type": "Topic", "topicKey": key}], "transactionId": transaction_id, "payload": {"n": 0}})
+    deadline = start + timeout
+    stored = 0
+    first = None
+    while time.monotonic() < deadline:
+        stored = await api.count_messages(transaction_id)
+        if stored and first is None:
+            first = time.monotonic() - start
+        if stored >= size:
+            return FanOut(size, time.monotonic() - start, stored, first)
+        await asyncio.sleep(0.25 if size <= 20_000 else 0.5)
+    return FanOut(size, None, stored, first)
+
+
+# Digest ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Digest:
+    events: int
+    window: int
+    accepted: int = 0
+    send_seconds: float = 0.0
+    first_message_seconds: float | None = None
+    messages: int = 0
+    digested_counts: list[int] = field(default_factory=list)
+
+    @property
+    def after_window(self) -> float | None:
+        return None if self.first_message_seconds is None else self.first_message_seconds - self.window
+
+
+async def digest(api: Api, workflow: str, events: int, window: int, run_id: str, timeout: float) -> Digest:
+    """``events`` triggers for one subscriber into one digest; seconds until the digest's in-app message exists.
+
+    Time counts from the first trigger sent; the digest opens when the first
+    event reaches its digest step and stays open ``window`` seconds, so the
+    figure is at least the window. Every event should be in the one message.
+    """
+    outcome = Digest(events, window)
+    subscriber = f"digest-{run_id}"
+    start = time.monotonic()
+    batches = [
+        [{"name": workflow, "to": subscriber, "payload": {"n": index}} for index in range(first, min(events, first + BULK_SIZE))]
+        for first in range(0, events, BULK_SIZE)
+    ]
+
+    async def send() -> None:
+        while batches:
+            batch = batches.pop()
+            accepted = await api.trigger_bulk(batch)  # read the total only after the await
+            outcome.accepted += accepted
+
+    await asyncio.wait_for(asyncio.gather(*(send() for _ in range(4))), timeout=timeout)
+    outcome.send_seconds = time.monotonic() - start
+    deadline = start + timeout
+    while time.monotonic() < deadline:
+        feed = await api.feed(subscriber, limit=100)
+        if feed is None:
+            await asyncio.sleep(0.25)
+            continue
+        if feed["totalCount"] and outcome.first_message_seconds is None:
+            outcome.first_message_seconds = time.monotonic() - start
+        counts = [_digested(message.get("content")) for message in feed["data"]]
+        outcome.messages = int(feed["totalCount"])
+        outcome.digested_counts = counts
+        if sum(counts) >= outcome.accepted:
+            break
+        await asyncio.sleep(0.25)
+    return outcome
+
+
+def _digested(content: Any) -> int:
+    match = re.match(r"\s*(\d+) events", content if isinstance(content, str) else "")
+    return int(match.group(1)) if match else 0

@@ -1,0 +1,104 @@
+"""Group commit: concurrent callers' writes share one transaction.
+
+A trigger costs one small insert, but a transaction costs a commit (an fsync
+on PostgreSQL, a WAL write on SQLite) and a connection held across several
+round trips. Under load, requests arriving while a batch is being written
+wait for the next batch instead of each opening a transaction of its own: the
+cost of a commit is shared by every caller in the batch, and no caller waits
+longer than the batch in front of it. With a single caller there is no
+batching delay at all.
+
+Each caller still gets its own outcome. A batch whose transaction fails is
+written again one caller at a time, so a bad item fails alone and the others
+are committed as if they had come alone. Like the request session, the batch
+is committed here, at the boundary, never by the use case that fills it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from herald.kit.db import session_scope
+
+logger = logging.getLogger("herald.groupcommit")
+
+Item = TypeVar("Item")
+Outcome = TypeVar("Outcome")
+
+# ``write`` answers one outcome per item, in order; an exception in the list is
+# that item's failure (raised to its caller) and does not undo the others.
+WriteBatch = Callable[[AsyncSession, Sequence[Item]], Awaitable[Sequence[Outcome | BaseException]]]
+
+
+class GroupCommit(Generic[Item, Outcome]):
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        write: WriteBatch[Item, Outcome],
+        *,
+        max_batch: int = 256,
+        after_commit: Callable[[AsyncSession], None] | None = None,
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._write = write
+        self._max_batch = max_batch
+        self._after_commit = after_commit
+        self._pending: list[tuple[Item, asyncio.Future[Outcome]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def submit(self, item: Item) -> Outcome:
+        """Write ``item`` in the next batch; returns its outcome once the batch is committed."""
+        future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._drain())
+        # The write goes on if the caller goes away: it was accepted into a batch.
+        return await asyncio.shield(future)
+
+    async def _drain(self) -> None:
+        batch: list[tuple[Item, asyncio.Future[Outcome]]] = []
+        try:
+            while self._pending:
+                batch, self._pending = self._pending[: self._max_batch], self._pending[self._max_batch :]
+                await self._write_batch(batch)
+        except BaseException as exc:  # cancelled (shutdown): nobody may be left waiting
+            for _, future in batch + self._pending:
+                _settle(future, RuntimeError(f"the write was interrupted: {exc!r}"))
+            self._pending = []
+            raise
+
+    async def _write_batch(self, batch: list[tuple[Item, asyncio.Future[Outcome]]]) -> None:
+        try:
+            await self._commit(batch)
+        except Exception as exc:  # noqa: BLE001 - reported to each caller, then retried alone
+            if len(batch) == 1:
+                _settle(batch[0][1], exc)
+                return
+            logger.warning("a batch of %d writes failed (%s); writing them one by one", len(batch), exc)
+            for entry in batch:
+                try:
+                    await self._commit([entry])
+                except Exception as single:  # noqa: BLE001
+                    _settle(entry[1], single)
+
+    async def _commit(self, batch: list[tuple[Item, asyncio.Future[Outcome]]]) -> None:
+        async for session in session_scope(self._sessionmaker):
+            outcomes = await self._write(session, [item for item, _ in batch])
+        if self._after_commit is not None:
+            self._after_commit(session)
+        for (_, future), outcome in zip(batch, outcomes, strict=True):
+            _settle(future, outcome)
+
+
+def _settle(future: asyncio.Future, outcome: object) -> None:
+    if future.done():
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)

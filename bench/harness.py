@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -190,7 +190,7 @@ class Store:
         parsed = make_url(admin_url)
         if parsed.host not in (None, "127.0.0.1", "localhost", "::1"):
             raise ValueError("the benchmark only talks to a PostgreSQL server on 127.0.0.1")
-        name = f"herald_bench_{datetime.now(timezone.utc):%Y%m%d%H%M%S}_{secrets.token_hex(3)}"
+        name = f"herald_bench_{datetime.now(UTC):%Y%m%d%H%M%S}_{secrets.token_hex(3)}"
         connection = await _admin_connect(admin_url)
         try:
             await connection.execute(f'CREATE DATABASE "{name}"')

@@ -263,7 +263,7 @@ async def closed_loop(
             sent = time.perf_counter()
             try:
                 status, answer = await sender.post(path, body)
-            except (OSError, asyncio.TimeoutError, ConnectionError, httpx.HTTPError, ValueError) as exc:
+            except (TimeoutError, OSError, ConnectionError, httpx.HTTPError, ValueError) as exc:
                 if sent >= measure_from:
                     result.record_failure(exc)
                 await asyncio.sleep(0.01)
@@ -303,7 +303,7 @@ async def open_loop(
     async def one(index: int, scheduled: float) -> None:
         try:
             status, answer = await sender.post(path, make_body(index))
-        except (OSError, asyncio.TimeoutError, ConnectionError, httpx.HTTPError, ValueError) as exc:
+        except (TimeoutError, OSError, ConnectionError, httpx.HTTPError, ValueError) as exc:
             result.record_failure(exc)
             return
         result.record(status, time.perf_counter() - scheduled, answer)

@@ -6,7 +6,7 @@ import os
 import platform
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
@@ -64,7 +64,7 @@ def machine() -> str:
 
 
 def section(title: str, command: str, notes: list[str], rows: list[Row]) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
         f"### {stamp} · {title}",
         "",

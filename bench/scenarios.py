@@ -13,9 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from herald.kit.time import parse_iso
-
 from bench.loadgen import Api, LoadResult, Sender, closed_loop, json_bytes, open_loop, percentile
+from herald.kit.time import parse_iso
 
 TRIGGER_PATH = "/v1/events/trigger"
 IN_APP_WORKFLOW = "bench inapp"
@@ -175,7 +174,7 @@ async def end_to_end(
         outcome.sent = int(rate * duration)
         sending_done.set()
         await asyncio.wait_for(poller, timeout=settle_timeout + 10)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     finally:
         poller.cancel()
@@ -252,7 +251,7 @@ async def sustained(api: Api, workflow: str, duration: float, warmup: float, fee
         stop.set()
     try:
         await asyncio.wait_for(sampler, timeout=70)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     # From the first sample in the window to the first one at or after its end.
     inside = [(t, n) for t, n in samples if t >= window_start]
@@ -260,7 +259,7 @@ async def sustained(api: Api, workflow: str, duration: float, warmup: float, fee
         outcome.duration = inside[-1][0] - inside[0][0]
         outcome.delivered = inside[-1][1] - inside[0][1]
         per_second = [
-            (b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(inside, inside[2:]) if b[0] - a[0] > 0
+            (b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(inside, inside[2:], strict=False) if b[0] - a[0] > 0
         ]
         outcome.slowest_second = min(per_second) if per_second else None
     outcome.triggers_accepted = state["accepted"]

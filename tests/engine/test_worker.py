@@ -427,7 +427,7 @@ async def test_bulk_trigger_runs_every_event(api: httpx.AsyncClient, app: FastAP
     results = response.json()["data"]
     assert [r["status"] for r in results] == ["processed"] * 3
     await worker.run_until_idle()
-    for index, (result, subscriber) in enumerate(zip(results, subscribers)):
+    for index, (result, subscriber) in enumerate(zip(results, subscribers, strict=True)):
         [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
         assert message.subscriber_id == subscriber["_id"]
         assert message.content.endswith(str(index))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import threading
 
-import pytest
 from starlette.responses import Response
 
 from tests.fixtures.peers import HttpPeer, RecordedRequest

@@ -15,7 +15,8 @@ crash resumes where the last batch committed. The unique index on
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -26,6 +27,28 @@ from herald.kit.time import utcnow
 from herald.models import Event, ExecutionDetail, Job
 
 BATCH_SIZE = 1000
+
+
+@dataclass
+class HandOff:
+    """First steps the expanding worker takes for itself, already claimed, to run at once.
+
+    Without it a new notification's first step waits for the worker's next
+    claim round; with it a trigger's in-app message is stored in the same
+    round as its expansion. Only small expansions are handed off (``limit``):
+    the steps of a large fan-out stay queued for every worker to share.
+    """
+
+    worker_id: str
+    lease_seconds: float
+    limit: int
+    jobs: list[Job] = field(default_factory=list)
+
+    def take(self, row: dict[str, Any], now: Any) -> None:
+        if len(self.jobs) >= self.limit:
+            return
+        row.update(status="running", locked_by=self.worker_id, locked_until=now + timedelta(seconds=self.lease_seconds), attempts=1)
+        self.jobs.append(Job(**row))
 
 
 @dataclass
@@ -66,6 +89,8 @@ def _step_jobs(event: Event, notification_id: str, subscriber_id: str, now: Any)
                 "data": {},
                 "digest_key": None,
                 "merged_into": None,
+                "locked_by": None,
+                "locked_until": None,
                 "created_at": now,
                 "updated_at": now,
             }
@@ -94,17 +119,25 @@ def _notification_row(event: Event, internal_id: str, subscriber_id: str, now: A
 
 
 async def _create_notifications(
-    repository: EngineRepository, events: dict[str, Event], audience: list[tuple[Event, str, str]]
+    repository: EngineRepository,
+    events: dict[str, Event],
+    audience: list[tuple[Event, str, str]],
+    hand_off: HandOff | None = None,
 ) -> Counter[str]:
     """Notifications and step jobs for (event, internal id, subscriberId); returns how many were new per event."""
     created: Counter[str] = Counter()
     now = utcnow()
+    if hand_off is not None and len(audience) > hand_off.limit - len(hand_off.jobs):
+        hand_off = None
     for start in range(0, len(audience), BATCH_SIZE):
         rows = [_notification_row(event, internal, external, now) for event, internal, external in audience[start : start + BATCH_SIZE]]
         inserted = await repository.insert_notifications(rows)
         jobs: list[dict[str, Any]] = []
         for notification_id, internal_id, event_id in inserted:
-            jobs.extend(_step_jobs(events[event_id], notification_id, internal_id, now))
+            rows = _step_jobs(events[event_id], notification_id, internal_id, now)
+            if hand_off is not None and rows:
+                hand_off.take(rows[0], now)
+            jobs.extend(rows)
             created[event_id] += 1
         for first in range(0, len(jobs), BATCH_SIZE):
             await repository.insert_jobs(jobs[first : first + BATCH_SIZE])
@@ -116,7 +149,9 @@ async def expand_event(session: AsyncSession, job: Job) -> ExpansionProgress:
     return (await expand_events(session, [job]))[job.id]
 
 
-async def expand_events(session: AsyncSession, jobs: list[Job]) -> dict[str, ExpansionProgress]:
+async def expand_events(
+    session: AsyncSession, jobs: list[Job], hand_off: HandOff | None = None
+) -> dict[str, ExpansionProgress]:
     """Run one batch of the expansion of each job's event, in the session's transaction.
 
     The direct recipients of every event are expanded together (one upsert of
@@ -131,11 +166,13 @@ async def expand_events(session: AsyncSession, jobs: list[Job]) -> dict[str, Exp
         if job.event_id not in events:
             raise LookupError(f"event {job.event_id} of job {job.id} does not exist")
     direct = [job for job in jobs if (job.data or {}).get("phase", "direct") == "direct"]
-    created = await _expand_direct(repository, events, direct)
+    created = await _expand_direct(repository, events, direct, hand_off)
     return {job.id: await _expand_members(repository, job, events[job.event_id], created[job.event_id]) for job in jobs}
 
 
-async def _expand_direct(repository: EngineRepository, events: dict[str, Event], jobs: list[Job]) -> Counter[str]:
+async def _expand_direct(
+    repository: EngineRepository, events: dict[str, Event], jobs: list[Job], hand_off: HandOff | None
+) -> Counter[str]:
     """The subscribers named in ``to`` (and the actors and tenants) of each job's event."""
     entries: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for job in jobs:
@@ -157,7 +194,7 @@ async def _expand_direct(repository: EngineRepository, events: dict[str, Event],
         topics = any(r.get("type") == "Topic" for r in event.recipients)
         phase = "broadcast" if event.kind == "broadcast" else ("topics" if topics else "done")
         job.data = {**(job.data or {}), "phase": phase, "cursor": ""}
-    return await _create_notifications(repository, events, audience)
+    return await _create_notifications(repository, events, audience, hand_off)
 
 
 async def _expand_members(repository: EngineRepository, job: Job, event: Event, created: int) -> ExpansionProgress:

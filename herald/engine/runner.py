@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald.engine import queue
-from herald.engine.expand import expand_events, expansion_detail
+from herald.engine.expand import HandOff, expand_events, expansion_detail
 from herald.engine.filters import FilterContext, step_passes
 from herald.engine.repository import EngineRepository
 from herald.engine.steps import STEP_RUNNERS
@@ -47,6 +47,8 @@ class JobRunner:
     box: SecretBox
     settings: EngineSettings
     worker_id: str
+    # Jobs run per batch: expansions hand this many first steps to their own batch.
+    batch_size: int = 100
 
     async def run(self, job: Job) -> None:
         await self.run_batch([job])
@@ -63,12 +65,15 @@ class JobRunner:
         # A live worker keeps its leases while a step is slow (a provider taking
         # its time): only a worker that died loses its jobs to another, so a slow
         # send is never made twice by two live workers.
-        heartbeat = asyncio.create_task(self._keep_leases([job.id for job in jobs]))
+        held = {job.id for job in jobs}
+        heartbeat = asyncio.create_task(self._keep_leases(held))
         try:
             expansions = [job for job in jobs if job.kind == "event"]
             steps = [job for job in jobs if job.kind != "event"]
             if expansions:
-                await self._run_expansions(expansions)
+                handed = await self._run_expansions(expansions, room=max(self.batch_size - len(steps), 0))
+                held.update(job.id for job in handed)
+                steps += handed
             if steps:
                 await self._run_steps(steps, concurrency)
         finally:
@@ -98,34 +103,43 @@ class JobRunner:
             logger.exception("job %s failed unexpectedly errorId=%s", job.id, error_id)
             await self._record_crash(job, exc, error_id)
 
-    async def _keep_leases(self, job_ids: list[str]) -> None:
+    async def _keep_leases(self, held: set[str]) -> None:
+        """Extend the leases of the jobs in ``held`` (which the batch adds to) until cancelled."""
         interval = max(self.settings.lease_seconds / 3, 0.05)
-        while job_ids:
+        while True:
             await asyncio.sleep(interval)
             try:
+                sent = list(held)
                 async with self.sessionmaker() as session, session.begin():
-                    job_ids = await queue.extend_leases(session, job_ids, self.worker_id, self.settings.lease_seconds)
+                    kept = await queue.extend_leases(session, sent, self.worker_id, self.settings.lease_seconds)
+                held.difference_update(set(sent) - set(kept))  # lost: finished, or taken over
             except Exception:  # the next beat tries again; the lease is long enough for one miss
-                logger.warning("could not extend the leases of %d jobs", len(job_ids), exc_info=True)
+                logger.warning("could not extend the leases of %d jobs", len(held), exc_info=True)
 
     # Expansion -------------------------------------------------------------
 
-    async def _run_expansions(self, jobs: list[Job]) -> None:
+    async def _run_expansions(self, jobs: list[Job], room: int) -> list[Job]:
+        """Expand the events; returns the first steps handed to this worker (see ``HandOff``)."""
         if len(jobs) > 1:
             try:
-                await self._expand(jobs)
-                return
+                return await self._expand(jobs, room)
             except Exception:
                 logger.warning("expanding %d events together failed; expanding them one by one", len(jobs), exc_info=True)
+        handed: list[Job] = []
         for job in jobs:
-            await self._guarded(job, partial(self._expand, [job]))
+            await self._guarded(job, partial(self._expand_alone, job, handed, room))
+        return handed
 
-    async def _expand(self, jobs: list[Job]) -> None:
+    async def _expand_alone(self, job: Job, handed: list[Job], room: int) -> None:
+        handed += await self._expand([job], room - len(handed))
+
+    async def _expand(self, jobs: list[Job], room: int = 0) -> list[Job]:
+        hand_off = HandOff(self.worker_id, self.settings.lease_seconds, room)
         async with self.sessionmaker() as session, session.begin():
             owned = await self._own_many(session, jobs)
             if not owned:
-                return
-            progress = await expand_events(session, owned)
+                return []
+            progress = await expand_events(session, owned, hand_off)
             now = utcnow()
             for job in owned:
                 done = progress[job.id].done
@@ -136,6 +150,7 @@ class JobRunner:
                 if done:
                     await EngineRepository(session).add_details([expansion_detail(job, progress[job.id])])
             await queue.wake_workers(session)
+        return hand_off.jobs
 
     # Steps -----------------------------------------------------------------
 

@@ -52,7 +52,7 @@ class Worker:
         self._owns_http = self.http is None
         if self.http is None:
             self.http = create_http_client()
-        self.runner = JobRunner(self.sessionmaker, self.http, self.box, self.settings, self.worker_id)
+        self.runner = JobRunner(self.sessionmaker, self.http, self.box, self.settings, self.worker_id, self.batch_size)
         self._next_sweep = 0.0
 
     async def run_once(self) -> int:

@@ -472,3 +472,43 @@ async def test_a_slow_step_keeps_its_lease(api: httpx.AsyncClient, app: FastAPI,
         await slow_worker.http.aclose()
     [job] = [j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
     assert job.status == "skipped"  # no phone number: a warning, and the job is final
+
+
+async def _run_until_expanded(worker: Worker, app: FastAPI, transaction_id: str) -> None:
+    """Worker rounds until the transaction's expansion job is completed (other tests' jobs may share a round)."""
+    for _ in range(20):
+        await worker.run_once()
+        if [job.status for job in await jobs_of(app, transaction_id) if job.kind == "event"] == ["completed"]:
+            return
+    raise AssertionError("the trigger was not expanded")
+
+
+async def test_the_round_that_expands_a_trigger_also_runs_its_first_step(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    workflow = await create_workflow(api)
+    result = await trigger(api, workflow_name(workflow), unique("handoff"), payload={"name": "Ada"})
+
+    await _run_until_expanded(worker, app, result["transactionId"])
+
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert message.content == "Hello Ada"
+    [step] = [job for job in await jobs_of(app, result["transactionId"]) if job.kind == "step"]
+    assert (step.status, step.attempts, step.locked_by) == ("completed", 1, worker.worker_id)
+
+
+async def test_a_fan_out_larger_than_the_batch_is_left_queued_for_every_worker(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    worker.batch_size = worker.runner.batch_size = 3
+    workflow = await create_workflow(api)
+    audience = [unique("wide") for _ in range(4)]
+    result = await trigger(api, workflow_name(workflow), audience)
+
+    await _run_until_expanded(worker, app, result["transactionId"])
+
+    steps = [job for job in await jobs_of(app, result["transactionId"]) if job.kind == "step"]
+    assert [(job.status, job.attempts) for job in steps] == [("queued", 0)] * 4
+    assert await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"]) == []
+    await worker.run_until_idle()
+    assert len(await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])) == 4

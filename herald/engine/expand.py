@@ -184,16 +184,30 @@ async def _expand_direct(
         entries.setdefault((event.environment_id, event.organization_id), []).extend(named)
     # Later entries add to earlier ones, as if the events had been expanded one by one.
     ids: dict[str, dict[str, str]] = {}
+    left_out: dict[str, dict[str, list[str]]] = {}
     for (environment_id, organization_id), named in entries.items():
-        ids[environment_id] = await repository.upsert_subscribers(environment_id, organization_id, _collapse(named))
+        left_out[environment_id] = {}
+        ids[environment_id] = await repository.upsert_subscribers(
+            environment_id, organization_id, _collapse(named), left_out[environment_id]
+        )
     audience = []
     for job in jobs:
         event = events[job.event_id]
-        for entry in _collapse([r for r in event.recipients if r.get("type") == "Subscriber"]):
+        named = _collapse([r for r in event.recipients if r.get("type") == "Subscriber"])
+        for entry in named:
             audience.append((event, ids[event.environment_id][entry["subscriberId"]], entry["subscriberId"]))
         topics = any(r.get("type") == "Topic" for r in event.recipients)
         phase = "broadcast" if event.kind == "broadcast" else ("topics" if topics else "done")
         job.data = {**(job.data or {}), "phase": phase, "cursor": ""}
+        reasons = left_out.get(event.environment_id, {})
+        subscriber_ids = [entry["subscriberId"] for entry in named] + ([event.actor["subscriberId"]] if event.actor else [])
+        notes = [
+            f"channel of subscriber {subscriber_id} not saved: {reason}"
+            for subscriber_id in dict.fromkeys(subscriber_ids)
+            for reason in reasons.get(subscriber_id, [])
+        ]
+        if notes:
+            job.data["notes"] = notes
     return await _create_notifications(repository, events, audience, hand_off)
 
 
@@ -261,5 +275,6 @@ def expansion_detail(job: Job, progress: ExpansionProgress) -> ExecutionDetail:
             f"Trigger expanded into {total} notifications"
             if progress.done
             else f"Trigger expansion in progress: {total} notifications so far"
-        ),
+        )
+        + "".join(f"; {note}" for note in (job.data or {}).get("notes", [])),
     )

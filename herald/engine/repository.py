@@ -25,6 +25,7 @@ from herald.models import (
     Topic,
     TopicSubscriber,
 )
+from herald.subscribers.channels import merge_requested_channels
 
 # Fields a trigger may set on a subscriber (inline subscriber objects and actors).
 SUBSCRIBER_COLUMNS = {
@@ -64,9 +65,18 @@ class EngineRepository:
         return await self.session.get(Subscriber, subscriber_id)
 
     async def upsert_subscribers(
-        self, environment_id: str, organization_id: str, entries: Sequence[dict[str, Any]]
+        self,
+        environment_id: str,
+        organization_id: str,
+        entries: Sequence[dict[str, Any]],
+        left_out: dict[str, list[str]] | None = None,
     ) -> dict[str, str]:
         """Create the subscribers that do not exist; set only the given fields on those that do.
+
+        ``channels`` are merged into the subscriber's own, each resolved to an
+        active integration of the environment as ``PATCH
+        /v1/subscribers/{id}/credentials`` does; a channel that cannot be is
+        left out and why is added to ``left_out[subscriberId]``.
 
         Returns subscriberId → internal id for every entry.
         """
@@ -83,9 +93,22 @@ class EngineRepository:
                 )
             ).scalars()
         }
+        integrations = await self._channel_integrations(environment_id, entries)
+
+        def channels_of(subscriber_id: str, current: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            channels, reasons = merge_requested_channels(current, wanted[subscriber_id].get("channels") or [], integrations)
+            if reasons and left_out is not None:
+                left_out.setdefault(subscriber_id, []).extend(reasons)
+            return channels
+
         now = utcnow()
         for subscriber_id, row in existing.items():
-            changes = {column: wanted[subscriber_id][field] for field, column in SUBSCRIBER_COLUMNS.items() if field in wanted[subscriber_id]}
+            entry = wanted[subscriber_id]
+            changes = {column: entry[field] for field, column in SUBSCRIBER_COLUMNS.items() if field in entry}
+            if entry.get("channels"):
+                changes["channels"] = channels_of(subscriber_id, list(row.channels or []))
+            else:
+                changes.pop("channels", None)
             if changes:
                 for column, value in changes.items():
                     setattr(row, column, value)
@@ -101,10 +124,10 @@ class EngineRepository:
                     "subscriber_id": entry["subscriberId"],
                     "created_at": now,
                     "updated_at": now,
-                    "channels": entry.get("channels") or [],
                     "deleted": False,
                     "version": 0,
-                    **{column: entry[field] for field, column in SUBSCRIBER_COLUMNS.items() if field in entry and field != "channels"},
+                    **{column: entry[field] for field, column in SUBSCRIBER_COLUMNS.items() if field in entry},
+                    "channels": channels_of(entry["subscriberId"], []),
                 }
                 for entry in missing
             ]
@@ -117,6 +140,23 @@ class EngineRepository:
             )
         )
         return {subscriber_id: internal_id for subscriber_id, internal_id in ids.all()}
+
+    async def _channel_integrations(self, environment_id: str, entries: Sequence[dict[str, Any]]) -> list[Integration]:
+        """The active integrations (newest first) of the providers the entries' channels name."""
+        providers = {channel.get("providerId") for entry in entries for channel in entry.get("channels") or []}
+        if not providers:
+            return []
+        result = await self.session.execute(
+            select(Integration)
+            .where(
+                Integration.environment_id == environment_id,
+                Integration.provider_id.in_(providers),
+                Integration.active.is_(True),
+                Integration.deleted.is_(False),
+            )
+            .order_by(Integration.created_at.desc(), Integration.id.desc())
+        )
+        return list(result.scalars())
 
     async def upsert_tenant(self, environment_id: str, organization_id: str, tenant: dict[str, Any]) -> Tenant | None:
         row = (

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from herald.kit.schemas import RequestSchema, Schema, optional_field
+from herald.tenants.schemas import UpdateTenantRequest
 
 TriggerStatus = Literal[
     "error",
@@ -46,6 +47,12 @@ class TriggerEventRequest(RequestSchema):
         if value is not None and len(value) > MAX_CONTEXT_KEYS:
             raise ValueError(f"context may have at most {MAX_CONTEXT_KEYS} keys")
         return value
+
+
+class TriggerTenant(UpdateTenantRequest):
+    """A trigger's tenant object: an existing tenant, whose name and data it may update."""
+
+    identifier: str = Field(min_length=1, max_length=255)
 
 
 class BroadcastEventRequest(RequestSchema):

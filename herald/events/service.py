@@ -12,16 +12,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.events.repository import EventRepository
-from herald.events.schemas import BroadcastEventRequest, TriggerEventRequest
+from herald.events.schemas import BroadcastEventRequest, TriggerEventRequest, TriggerTenant
 from herald.kit.auth import Principal
-from herald.kit.errors import UnprocessableError, ValidationFailed
+from herald.kit.errors import UnprocessableError, ValidationFailed, validation_errors
 from herald.kit.ids import new_id, new_transaction_id
 from herald.kit.text import is_valid_identifier
 from herald.kit.time import utcnow
 from herald.models import Workflow
+from herald.subscribers.schemas import CreateSubscriberRequest
 from herald.tenants.repository import TenantRepository
 from herald.topics.repository import TopicRepository
 from herald.workflows.repository import WorkflowRepository
@@ -97,7 +99,10 @@ def parse_recipients(to: Any) -> Recipients:
             if not is_valid_identifier(key):
                 recipients.reject(index, item, f"topicKey {key!r} is not valid")
                 continue
-            exclude = [value for value in item.get("exclude") or [] if isinstance(value, str)]
+            exclude = item.get("exclude") or []
+            if not isinstance(exclude, list) or not all(isinstance(value, str) for value in exclude):
+                recipients.reject(index, item, "exclude must be an array of subscriberIds")
+                continue
             recipients.accepted.append({"type": "Topic", "topicKey": key, "exclude": exclude})
             continue
         subscriber_id = item.get("subscriberId")
@@ -106,9 +111,33 @@ def parse_recipients(to: Any) -> Recipients:
         elif not is_valid_identifier(subscriber_id):
             recipients.reject(index, item, f"subscriberId {subscriber_id!r} is not valid: use letters, digits, _ : . - or an email address")
         else:
-            entry = {key: item[key] for key in SUBSCRIBER_FIELDS if key in item}
-            recipients.accepted.append({"type": "Subscriber", **entry})
+            entry, problems = subscriber_fields(item)
+            if problems:
+                recipients.reject(index, item, problems)
+            else:
+                recipients.accepted.append({"type": "Subscriber", **entry})
     return recipients
+
+
+def subscriber_fields(item: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The subscriber fields of an inline recipient or actor, checked as ``POST /v1/subscribers`` checks them.
+
+    Only the fields given are kept (the engine sets just those on an existing
+    subscriber); a field of the wrong type or shape is refused here, with
+    why, rather than failing the run later.
+    """
+    given = {key: item[key] for key in SUBSCRIBER_FIELDS if key in item}
+    checked, problems = _checked(CreateSubscriberRequest, given)
+    return (checked if checked is not None else given), problems
+
+
+def _checked(model: type[BaseModel], given: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        parsed = model.model_validate(given)
+    except ValidationError as exc:
+        errors = validation_errors(exc.errors())
+        return None, "; ".join(message for entry in errors.values() for message in entry["messages"])
+    return parsed.model_dump(exclude_unset=True, mode="json"), None
 
 
 def normalize_actor(actor: str | dict[str, Any] | None) -> dict[str, Any] | None:
@@ -121,7 +150,10 @@ def normalize_actor(actor: str | dict[str, Any] | None) -> dict[str, Any] | None
         raise ValidationFailed.field(
             "actor.subscriberId", "actor must be a subscriberId or an object with a valid subscriberId", subscriber_id
         )
-    return {key: actor[key] for key in SUBSCRIBER_FIELDS if key in actor}
+    entry, problems = subscriber_fields(actor)
+    if problems:
+        raise ValidationFailed.field("actor", f"actor: {problems}", actor)
+    return entry
 
 
 def normalize_tenant(tenant: str | dict[str, Any] | None) -> dict[str, Any] | None:
@@ -132,7 +164,10 @@ def normalize_tenant(tenant: str | dict[str, Any] | None) -> dict[str, Any] | No
     identifier = tenant.get("identifier")
     if not isinstance(identifier, str) or not identifier:
         raise ValidationFailed.field("tenant.identifier", "tenant must be an identifier or an object with an identifier", identifier)
-    return {key: tenant[key] for key in ("identifier", "name", "data") if key in tenant}
+    checked, problems = _checked(TriggerTenant, {key: tenant[key] for key in ("identifier", "name", "data") if key in tenant})
+    if checked is None:
+        raise ValidationFailed.field("tenant", f"tenant: {problems}", tenant)
+    return checked
 
 
 def workflow_status(workflow: Workflow) -> str | None:

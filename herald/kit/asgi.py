@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from herald.kit.errors import error_body
@@ -62,6 +63,12 @@ async def send_json(
 
 async def send_error(scope: Scope, send: Send, status: int, message: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
     await send_json(send, status, error_body(status, scope.get("path", ""), message), headers)
+
+
+async def send_response(send: Send, response: Response, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Send a complete (non-streaming) response from a middleware, with extra headers."""
+    await send({"type": "http.response.start", "status": response.status_code, "headers": [*response.raw_headers, *(headers or [])]})
+    await send({"type": "http.response.body", "body": response.body})
 
 
 def header(scope: Scope, name: bytes) -> str | None:

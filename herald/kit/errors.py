@@ -8,13 +8,16 @@ SDKs that parse Novu's errors parse ours.
 from __future__ import annotations
 
 import logging
+import socket
 import uuid
 from collections.abc import Iterable, Sequence
 from http import HTTPStatus
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from herald.kit.responses import JSONResponse
@@ -23,6 +26,26 @@ from herald.kit.time import isoformat, utcnow
 logger = logging.getLogger("herald.errors")
 
 INTERNAL_ERROR_MESSAGE = "Internal server error, contact support and provide them with the errorId"
+STORE_UNAVAILABLE_MESSAGE = "The database is not reachable at the moment; retry the request shortly"
+# Seconds a client should wait before retrying a request the store could not take.
+STORE_RETRY_AFTER = "1"
+
+# Errors that say the store could not be reached or is restarting, rather than
+# that the request or the code is wrong. Connection errors from the pool come
+# raw (asyncpg raises ConnectionRefusedError on connect); errors on a live
+# connection come wrapped by SQLAlchemy, which marks them connection_invalidated.
+_UNREACHABLE = (
+    ConnectionError,
+    TimeoutError,
+    socket.gaierror,
+    sa_exc.TimeoutError,  # the pool had no connection to give within its timeout
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,  # starting up or shutting down
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.ConnectionDoesNotExistError,
+)
 
 
 class HeraldError(Exception):
@@ -164,6 +187,38 @@ def _is_malformed_json(errors: Sequence[dict[str, Any]]) -> bool:
     return any(error.get("type") == "json_invalid" for error in errors)
 
 
+def is_store_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) means the database could not be reached.
+
+    Such a failure is the caller's to retry, so it answers 503 with
+    ``Retry-After``, not a 500 that reads like a bug. Anything else stays a 500.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, _UNREACHABLE):
+            return True
+        if isinstance(current, sa_exc.DBAPIError) and current.connection_invalidated:
+            return True
+        if isinstance(current, sa_exc.OperationalError) and "database is locked" in str(current):
+            return True  # SQLite's busy timeout ran out behind another writer
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def store_unavailable_response(path: str, exc: BaseException) -> JSONResponse:
+    logger.warning("the database is unavailable (%s: %s); answered 503 on %s", type(exc).__name__, exc, path)
+    return error_response(503, path, STORE_UNAVAILABLE_MESSAGE, headers={"Retry-After": STORE_RETRY_AFTER})
+
+
+def internal_error_response(path: str, method: str, exc: BaseException) -> JSONResponse:
+    """A 500 whose ``errorId`` is also in the log line, with the traceback."""
+    error_id = str(uuid.uuid4())
+    logger.error("unexpected error errorId=%s method=%s path=%s", error_id, method, path, exc_info=exc)
+    return error_response(500, path, INTERNAL_ERROR_MESSAGE, errorId=error_id)
+
+
 async def handle_herald_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HeraldError)
     return error_response(exc.status_code, request.url.path, exc.message, headers=exc.headers, **exc.extra)
@@ -188,15 +243,18 @@ async def handle_http_exception(request: Request, exc: Exception) -> JSONRespons
 
 
 async def handle_unexpected_error(request: Request, exc: Exception) -> JSONResponse:
-    error_id = str(uuid.uuid4())
-    logger.error(
-        "unexpected error errorId=%s method=%s path=%s", error_id, request.method, request.url.path, exc_info=exc
-    )
-    return error_response(500, request.url.path, INTERNAL_ERROR_MESSAGE, errorId=error_id)
+    if is_store_unavailable(exc):
+        return store_unavailable_response(request.url.path, exc)
+    return internal_error_response(request.url.path, request.method, exc)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HeraldError, handle_herald_error)
     app.add_exception_handler(RequestValidationError, handle_validation_error)
     app.add_exception_handler(StarletteHTTPException, handle_http_exception)
+    # Store errors are answered where they are raised (not by the last-resort
+    # handler below, which re-raises into the server's log after answering):
+    # an outage is logged as one line per request, not one traceback.
+    for store_error in (*_UNREACHABLE, sa_exc.DBAPIError, asyncpg.PostgresError, asyncpg.InterfaceError):
+        app.add_exception_handler(store_error, handle_unexpected_error)
     app.add_exception_handler(Exception, handle_unexpected_error)

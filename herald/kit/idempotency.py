@@ -12,8 +12,10 @@ caller's retry can succeed.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -23,9 +25,14 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from herald.kit.asgi import header, read_body, replay_receive, send_error
+from herald.kit.asgi import header, read_body, replay_receive, send_error, send_response
 from herald.kit.auth import ApiKeyResolver, parse_authorization
-from herald.kit.errors import UnauthorizedError
+from herald.kit.errors import (
+    UnauthorizedError,
+    internal_error_response,
+    is_store_unavailable,
+    store_unavailable_response,
+)
 from herald.kit.time import utcnow
 from herald.models import IdempotencyRecord
 
@@ -35,6 +42,8 @@ HEADER = b"idempotency-key"
 METHODS = {"POST", "PATCH"}
 MAX_KEY_LENGTH = 255
 IN_PROGRESS = "in_progress"
+# First wait before trying again to release a failed request's claim (doubling, at most 10 s).
+RELEASE_RETRY_SECONDS = 0.5
 DONE = "done"
 
 
@@ -140,6 +149,7 @@ class IdempotencyMiddleware:
         self.api_keys = api_keys
         self.ttl_seconds = ttl_seconds
         self.lock_seconds = lock_seconds
+        self._releases: set[asyncio.Task[None]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] not in METHODS:
@@ -159,21 +169,17 @@ class IdempotencyMiddleware:
             )
             return
         try:
-            principal = await self.api_keys.resolve(parse_authorization(header(scope, b"authorization")))
-        except UnauthorizedError:
-            principal = None
-        if principal is None:
-            # Let the route answer 401 in the usual way; nothing is claimed.
+            claimed = await self._claim(scope, receive, key)
+        except Exception as exc:  # the middleware runs outside the routes' error handlers
+            path, method = scope.get("path", ""), scope.get("method", "")
+            failed = store_unavailable_response(path, exc) if is_store_unavailable(exc) else internal_error_response(path, method, exc)
+            await send_response(send, failed, key_header)
+            return
+        if claimed is None:
+            # No valid key: let the route answer 401 in the usual way; nothing is claimed.
             await self.app(scope, receive, send)
             return
-
-        body = await read_body(receive) or b""
-        body_hash = hashlib.sha256(body).hexdigest()
-        organization_id = principal.organization_id
-        async with self.sessionmaker() as session, session.begin():
-            claim = await IdempotencyRepository(session).claim(
-                organization_id, key, body_hash, self.ttl_seconds, self.lock_seconds
-            )
+        organization_id, body, body_hash, claim = claimed
         if not claim.owned:
             await self._answer_repeat(scope, send, key, body_hash, claim.record, key_header)
             return
@@ -187,18 +193,63 @@ class IdempotencyMiddleware:
         if captured.status is None or captured.status >= 500:
             await self._release(organization_id, key)
         else:
-            async with self.sessionmaker() as session, session.begin():
-                await IdempotencyRepository(session).complete(
-                    organization_id, key, captured.status, captured.body, captured.content_type
-                )
+            try:
+                async with self.sessionmaker() as session, session.begin():
+                    await IdempotencyRepository(session).complete(
+                        organization_id, key, captured.status, captured.body, captured.content_type
+                    )
+            except Exception:  # the request's own work is committed: its answer still goes out
+                logger.exception("could not store the answer for idempotency key %s; repeats get 409 until the claim expires", key)
         await captured.forward(send, key_header)
 
+    async def _claim(self, scope: Scope, receive: Receive, key: str) -> tuple[str, bytes, str, Claim] | None:
+        """Claim ``key`` for the caller's organization; None when the caller has no valid API key."""
+        try:
+            principal = await self.api_keys.resolve(parse_authorization(header(scope, b"authorization")))
+        except UnauthorizedError:
+            principal = None
+        if principal is None:
+            return None
+        body = await read_body(receive) or b""
+        body_hash = hashlib.sha256(body).hexdigest()
+        async with self.sessionmaker() as session, session.begin():
+            claim = await IdempotencyRepository(session).claim(
+                principal.organization_id, key, body_hash, self.ttl_seconds, self.lock_seconds
+            )
+        return principal.organization_id, body, body_hash, claim
+
     async def _release(self, organization_id: str, key: str) -> None:
+        """Free the claim of a request that failed, so that the caller's retry can run.
+
+        The usual reason a request fails is that the store is down, and then
+        the release fails too; it is retried in the background until the
+        store answers (a retry meanwhile gets 409 and retries again), rather
+        than leaving the key locked for ``lock_seconds``.
+        """
+        if await self._try_release(organization_id, key):
+            return
+        task = asyncio.create_task(self._release_later(organization_id, key))
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    async def _try_release(self, organization_id: str, key: str) -> bool:
         try:
             async with self.sessionmaker() as session, session.begin():
                 await IdempotencyRepository(session).release(organization_id, key)
-        except Exception:  # the claim then expires after lock_seconds
-            logger.exception("could not release idempotency key %s", key)
+        except Exception as exc:
+            logger.warning("could not release idempotency key %s yet (%s: %s)", key, type(exc).__name__, exc)
+            return False
+        return True
+
+    async def _release_later(self, organization_id: str, key: str) -> None:
+        deadline = time.monotonic() + self.lock_seconds
+        delay = RELEASE_RETRY_SECONDS
+        while time.monotonic() < deadline:
+            await asyncio.sleep(delay)
+            if await self._try_release(organization_id, key):
+                return
+            delay = min(delay * 2, 10.0)
+        logger.error("gave up releasing idempotency key %s; it expires after %ss", key, self.lock_seconds)
 
     async def _answer_repeat(
         self,

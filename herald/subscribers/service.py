@@ -18,9 +18,9 @@ from herald.kit.auth import Principal
 from herald.kit.errors import ConflictError, NotFoundError, UnprocessableError
 from herald.kit.time import isoformat, utcnow
 from herald.models import Subscriber
+from herald.subscribers.channels import TooManyDeviceTokens, merge_channel
 from herald.subscribers.repository import SubscriberRepository
 from herald.subscribers.schemas import (
-    MAX_DEVICE_TOKENS,
     CreateSubscriberRequest,
     SubscriberFieldsRequest,
     UpdateSubscriberChannelRequest,
@@ -96,10 +96,6 @@ async def list_subscribers(
     return rows, await repository.count(principal.environment_id)
 
 
-def _dedupe(tokens: Sequence[str]) -> list[str]:
-    return list(dict.fromkeys(tokens))
-
-
 async def _channels_with(
     repository: SubscriberRepository,
     principal: Principal,
@@ -108,12 +104,7 @@ async def _channels_with(
     *,
     replace: bool,
 ) -> list[dict[str, Any]]:
-    """The channel list after setting one provider's credentials.
-
-    ``replace`` (PUT) makes the given credentials the entry's whole
-    credentials; otherwise (PATCH, upserts) they are merged in and device
-    tokens are appended, without duplicates.
-    """
+    """The channel list after setting one provider's credentials (see :func:`merge_channel`)."""
     integration = await repository.find_active_integration(
         principal.environment_id, request.providerId, request.integrationIdentifier
     )
@@ -122,41 +113,10 @@ async def _channels_with(
         if request.integrationIdentifier is not None:
             message += f" with identifier {request.integrationIdentifier}"
         raise UnprocessableError(message)
-
-    given = request.credentials.given()
-    if "deviceTokens" in given:
-        given["deviceTokens"] = _dedupe(given["deviceTokens"])
-    updated: list[dict[str, Any]] = []
-    matched = False
-    for entry in channels:
-        if entry.get("providerId") == request.providerId and entry.get("_integrationId") == integration.id:
-            matched = True
-            if replace:
-                credentials = given
-            else:
-                credentials = {**entry.get("credentials", {}), **given}
-                if "deviceTokens" in given:
-                    existing = entry.get("credentials", {}).get("deviceTokens") or []
-                    credentials["deviceTokens"] = _dedupe([*existing, *given["deviceTokens"]])
-            entry = {**entry, "integrationIdentifier": integration.identifier, "credentials": credentials}
-        updated.append(entry)
-    if not matched:
-        updated.append(
-            {
-                "providerId": request.providerId,
-                "_integrationId": integration.id,
-                "integrationIdentifier": integration.identifier,
-                "credentials": given,
-            }
-        )
-    for entry in updated:
-        tokens = entry["credentials"].get("deviceTokens") or []
-        if len(tokens) > MAX_DEVICE_TOKENS:
-            raise UnprocessableError(
-                f"Device tokens limit exceeded. Maximum allowed tokens per subscriber channel is "
-                f"{MAX_DEVICE_TOKENS}, but got {len(tokens)} tokens."
-            )
-    return updated
+    try:
+        return merge_channel(channels, integration, request.credentials.given(), replace=replace)
+    except TooManyDeviceTokens as exc:
+        raise UnprocessableError(str(exc)) from exc
 
 
 async def _apply(

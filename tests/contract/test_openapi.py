@@ -14,7 +14,7 @@ import pytest
 import requests
 import schemathesis
 from fastapi import FastAPI
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -24,6 +24,7 @@ from schemathesis.specs.openapi.checks import (
 
 from tests.conftest import Tenancy
 from tests.fixtures.builders import create_subscriber, create_workflow
+from tests.fixtures.generated import bounded
 from tests.fixtures.server import running_server
 
 MAX_EXAMPLES = 15
@@ -52,14 +53,7 @@ async def test_every_operation_conforms_to_the_openapi_document(
             operation = result.ok()
 
             @given(case=operation.as_strategy())
-            @settings(
-                max_examples=MAX_EXAMPLES,
-                deadline=None,
-                derandomize=True,
-                database=None,
-                phases=[Phase.explicit, Phase.generate],
-                suppress_health_check=list(HealthCheck),
-            )
+            @bounded(MAX_EXAMPLES)
             def check(case: schemathesis.Case) -> None:
                 response = case.call(base_url=server_url, session=http, headers=headers, timeout=30)
                 case.validate_response(response, checks=CHECKS)

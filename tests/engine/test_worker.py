@@ -13,7 +13,7 @@ from herald.engine.worker import Worker
 from herald.models import Job, Notification, Subscriber
 from tests.conftest import Tenancy
 from tests.engine.conftest import details_of, fast_forward, jobs_of, messages_of, trigger
-from tests.fixtures.builders import create_subscriber, create_workflow, unique
+from tests.fixtures.builders import create_integration, create_subscriber, create_workflow, unique
 
 IN_APP = {"name": "inbox", "template": {"type": "in_app", "content": "Hello {{subscriber.firstName}}, {{payload.item}}"}}
 
@@ -58,6 +58,50 @@ async def test_trigger_creates_unknown_subscribers_and_updates_given_fields(
     assert created["subscriberId"] == new_id
     messages = await messages_of(app, tenancy.environment_id)
     assert sorted(m.subscriber_id for m in messages) == sorted([existing["_id"], created["_id"]])
+
+
+async def test_inline_channels_are_saved_against_their_integrations(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    """A trigger's subscriber channels are kept as PATCH /credentials keeps them; one without an integration is reported."""
+    slack = await create_integration(api, providerId="slack", channel="chat", active=True, credentials={})
+    existing = await create_subscriber(api)
+    patched = await api.patch(
+        f"/v1/subscribers/{existing['subscriberId']}/credentials",
+        json={"providerId": "slack", "credentials": {"webhookUrl": "https://hooks.example.com/old"}},
+    )
+    assert patched.status_code == 200, patched.text
+    workflow = await create_workflow(api, steps=[IN_APP])
+    fresh = unique("fresh")
+    channels = [
+        {"providerId": "slack", "credentials": {"webhookUrl": "https://hooks.example.com/new", "channel": "#general"}},
+        {"providerId": "fcm", "credentials": {"deviceTokens": ["token-1"]}},
+    ]
+    result = await trigger(
+        api,
+        workflow_name(workflow),
+        [{"subscriberId": fresh, "channels": channels}, {"subscriberId": existing["subscriberId"], "channels": channels}],
+    )
+    await worker.run_until_idle()
+
+    expected = [
+        {
+            "providerId": "slack",
+            "_integrationId": slack["_id"],
+            "integrationIdentifier": slack["identifier"],
+            "credentials": {"webhookUrl": "https://hooks.example.com/new", "channel": "#general"},
+        }
+    ]
+    for subscriber_id in (fresh, existing["subscriberId"]):
+        response = await api.get(f"/v1/subscribers/{subscriber_id}")
+        assert response.status_code == 200, response.text
+        assert response.json()["data"]["channels"] == expected
+    expansion = [detail.detail for detail in await details_of(app, result["transactionId"]) if detail.detail.startswith("Trigger expanded")]
+    assert expansion == [
+        "Trigger expanded into 2 notifications"
+        f"; channel of subscriber {fresh} not saved: no active integration for provider fcm"
+        f"; channel of subscriber {existing['subscriberId']} not saved: no active integration for provider fcm"
+    ]
 
 
 async def test_steps_run_in_order_and_a_retried_in_app_step_makes_one_message(

@@ -139,6 +139,47 @@ async def test_some_invalid_recipients_are_reported_not_dropped(
     assert event.rejected_recipients[0]["recipient"] == "bad id"
 
 
+async def test_inline_subscribers_with_fields_of_the_wrong_shape_are_refused_with_why(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy
+) -> None:
+    workflow = await create_workflow(api)
+    result = await trigger(
+        api,
+        name=workflow["triggers"][0]["identifier"],
+        to=[
+            {"subscriberId": "ada", "firstName": "Ada", "data": {"plan": "pro"}},
+            {"subscriberId": "bob", "email": ["bob@example.com"]},
+            {"subscriberId": "cy", "channels": [{"providerId": "slack"}]},
+            {"type": "Topic", "topicKey": "news", "exclude": 3},
+        ],
+    )
+    assert result["status"] == "processed"
+    assert result["error"] == [
+        "to[1]: email: input should be a valid string",
+        "to[2]: channels.0.credentials should not be null or undefined",
+        "to[3]: exclude must be an array of subscriberIds",
+    ]
+    [event] = await events_for(app, tenancy.environment_id, result["transactionId"])
+    assert event.recipients == [{"type": "Subscriber", "subscriberId": "ada", "firstName": "Ada", "data": {"plan": "pro"}}]
+    assert [item["index"] for item in event.rejected_recipients] == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("actor", {"subscriberId": "ada", "phone": 5551234}, "actor: phone: input should be a valid string"),
+        ("tenant", {"identifier": "acme", "name": ["Acme"]}, "tenant: name: input should be a valid string"),
+    ],
+)
+async def test_actor_and_tenant_objects_of_the_wrong_shape_are_422(
+    api: httpx.AsyncClient, field: str, value: dict[str, Any], message: str
+) -> None:
+    workflow = await create_workflow(api)
+    response = await api.post("/v1/events/trigger", json={"name": workflow["triggers"][0]["identifier"], "to": "ada", field: value})
+    body = assert_error(response, 422, "Validation Error")
+    assert body["errors"][field]["messages"] == [message]
+
+
 async def test_repeated_transaction_id_runs_once(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy) -> None:
     workflow = await create_workflow(api)
     body = {"name": workflow["triggers"][0]["identifier"], "to": "ada", "transactionId": unique("tx")}

@@ -121,15 +121,25 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def peak_rss_mb(pid: int) -> float | None:
-    """The process's peak resident set (VmHWM), in MB; None once it is gone."""
+def _status_mb(pid: int, name: str) -> float | None:
+    """A memory figure of /proc/<pid>/status, in MB; None once the process is gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(name + ":"):
                 return int(line.split()[1]) / 1024
     except OSError:
         return None
     return None
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The process's peak resident set (VmHWM), in MB."""
+    return _status_mb(pid, "VmHWM")
+
+
+def rss_mb(pid: int) -> float | None:
+    """The process's resident set now (VmRSS), in MB."""
+    return _status_mb(pid, "VmRSS")
 
 
 def cpu_seconds(pid: int) -> float:

@@ -120,6 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         IdempotencyMiddleware,
         sessionmaker=sessionmaker,
         api_keys=api_keys,
+        box=app.state.secret_box,
         ttl_seconds=settings.idempotency_ttl_seconds,
         lock_seconds=settings.idempotency_lock_seconds,
     )

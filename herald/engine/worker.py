@@ -24,6 +24,7 @@ from herald.engine.queue import JobSignal
 from herald.engine.runner import JobRunner
 from herald.engine.steps.base import EngineSettings
 from herald.kit.crypto import SecretBox
+from herald.kit.idempotency import IdempotencyRepository
 from herald.kit.ids import short_id
 from herald.kit.time import utcnow
 from herald.providers.http import create_http_client
@@ -32,6 +33,9 @@ logger = logging.getLogger("herald.worker")
 
 # How often a worker looks for jobs abandoned by dead workers with no attempt left.
 SWEEP_SECONDS = 5.0
+# How often a worker deletes idempotency records past their 24 hours.
+PURGE_SECONDS = 60.0
+PURGE_BATCH = 5000
 
 
 @dataclass
@@ -54,18 +58,38 @@ class Worker:
             self.http = create_http_client()
         self.runner = JobRunner(self.sessionmaker, self.http, self.box, self.settings, self.worker_id, self.batch_size)
         self._next_sweep = 0.0
+        self._next_purge = 0.0
 
     async def run_once(self) -> int:
         """Claim one batch of due jobs and run it; returns how many jobs ran."""
         if time.monotonic() >= self._next_sweep:
             await self.runner.fail_abandoned()
             self._next_sweep = time.monotonic() + min(self.settings.lease_seconds, SWEEP_SECONDS)
+        if time.monotonic() >= self._next_purge:
+            await self.purge_expired_idempotency_records()
+            self._next_purge = time.monotonic() + PURGE_SECONDS
         async with self.sessionmaker() as session, session.begin():
             jobs = list(await queue.claim_jobs(session, self.worker_id, self.batch_size, self.settings.lease_seconds))
         if not jobs:
             return 0
         await self.runner.run_batch(jobs, self.concurrency)
         return len(jobs)
+
+    async def purge_expired_idempotency_records(self) -> int:
+        """Delete idempotency records past their 24 hours, a bounded batch per transaction."""
+        purged = 0
+        try:
+            while True:
+                async with self.sessionmaker() as session, session.begin():
+                    deleted = await IdempotencyRepository(session).purge_expired(PURGE_BATCH)
+                purged += deleted
+                if deleted < PURGE_BATCH:
+                    break
+        except Exception:  # the next purge tries again
+            logger.warning("could not purge expired idempotency records", exc_info=True)
+        if purged:
+            logger.info("purged %d expired idempotency records", purged)
+        return purged
 
     async def run_until_idle(self, max_rounds: int = 10_000) -> int:
         """Run due jobs until none is due (tests and one-off drains)."""

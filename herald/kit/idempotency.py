@@ -19,7 +19,8 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import delete, or_, select, update
+import orjson
+from sqlalchemy import delete, or_, select, tuple_, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -27,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald.kit.asgi import header, read_body, replay_receive, send_error, send_response
 from herald.kit.auth import ApiKeyResolver, parse_authorization
+from herald.kit.crypto import SecretBox
 from herald.kit.errors import (
     UnauthorizedError,
     internal_error_response,
@@ -97,7 +99,7 @@ class IdempotencyRepository:
         return Claim(owned=False, record=record)
 
     async def complete(
-        self, organization_id: str, key: str, status_code: int, body: bytes, content_type: str | None
+        self, organization_id: str, key: str, status_code: int, body: str, content_type: str | None
     ) -> None:
         await self.session.execute(
             update(IdempotencyRecord)
@@ -105,7 +107,7 @@ class IdempotencyRepository:
             .values(
                 status=DONE,
                 status_code=status_code,
-                response_body=body.decode("utf-8", "replace"),
+                response_body=body,
                 content_type=content_type,
             )
         )
@@ -119,9 +121,17 @@ class IdempotencyRepository:
             )
         )
 
-    async def purge_expired(self) -> int:
+    async def purge_expired(self, limit: int = 5000) -> int:
+        """Delete up to ``limit`` records past their 24 hours; returns how many went."""
+        expired = (
+            select(IdempotencyRecord.organization_id, IdempotencyRecord.key)
+            .where(IdempotencyRecord.expires_at < utcnow())
+            .limit(limit)
+        )
         result = await self.session.execute(
-            delete(IdempotencyRecord).where(IdempotencyRecord.expires_at < utcnow())
+            delete(IdempotencyRecord).where(
+                tuple_(IdempotencyRecord.organization_id, IdempotencyRecord.key).in_(expired)
+            )
         )
         return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
@@ -134,6 +144,15 @@ class IdempotencyRepository:
         return result.scalar_one_or_none()
 
 
+def hash_body(body: bytes) -> str:
+    """The request body's fingerprint: of the parsed JSON when it is JSON, so layout does not count."""
+    try:
+        canonical = orjson.dumps(orjson.loads(body)) if body else body
+    except (orjson.JSONDecodeError, TypeError):  # not JSON, or numbers orjson cannot hold: the bytes
+        canonical = body
+    return hashlib.sha256(canonical).hexdigest()
+
+
 class IdempotencyMiddleware:
     def __init__(
         self,
@@ -141,12 +160,15 @@ class IdempotencyMiddleware:
         *,
         sessionmaker: async_sessionmaker[AsyncSession],
         api_keys: ApiKeyResolver,
+        box: SecretBox,
         ttl_seconds: int,
         lock_seconds: int,
     ) -> None:
         self.app = app
         self.sessionmaker = sessionmaker
         self.api_keys = api_keys
+        # Stored answers can carry secrets (an integration's decrypted credentials): sealed at rest.
+        self.box = box
         self.ttl_seconds = ttl_seconds
         self.lock_seconds = lock_seconds
         self._releases: set[asyncio.Task[None]] = set()
@@ -156,7 +178,7 @@ class IdempotencyMiddleware:
             await self.app(scope, receive, send)
             return
         key = header(scope, HEADER)
-        if key is None:
+        if not key:  # no header, or an empty one: Novu ignores both
             await self.app(scope, receive, send)
             return
         key_header = [(b"idempotency-key", key.encode("latin-1"))]
@@ -195,8 +217,9 @@ class IdempotencyMiddleware:
         else:
             try:
                 async with self.sessionmaker() as session, session.begin():
+                    sealed = self.box.seal(captured.body.decode("utf-8", "replace"))
                     await IdempotencyRepository(session).complete(
-                        organization_id, key, captured.status, captured.body, captured.content_type
+                        organization_id, key, captured.status, sealed, captured.content_type
                     )
             except Exception:  # the request's own work is committed: its answer still goes out
                 logger.exception("could not store the answer for idempotency key %s; repeats get 409 until the claim expires", key)
@@ -211,7 +234,7 @@ class IdempotencyMiddleware:
         if principal is None:
             return None
         body = await read_body(receive) or b""
-        body_hash = hashlib.sha256(body).hexdigest()
+        body_hash = hash_body(body)
         async with self.sessionmaker() as session, session.begin():
             claim = await IdempotencyRepository(session).claim(
                 principal.organization_id, key, body_hash, self.ttl_seconds, self.lock_seconds
@@ -274,7 +297,11 @@ class IdempotencyMiddleware:
                 scope, send, 422, f'Request with key "{key}" is being reused for a different body', key_header
             )
             return
-        body = (record.response_body or "").encode()
+        try:
+            body = self.box.open(record.response_body or "").encode()
+        except ValueError as exc:  # stored under another HERALD_SECRET_KEY
+            await send_response(send, internal_error_response(scope.get("path", ""), scope.get("method", ""), exc), key_header)
+            return
         await send(
             {
                 "type": "http.response.start",

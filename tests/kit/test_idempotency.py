@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 import httpx
 from fastapi import FastAPI
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
-from herald.models import Integration
+from herald.app import build_worker
+from herald.kit.time import utcnow
+from herald.models import IdempotencyRecord, Integration
 from tests.conftest import Tenancy, assert_error, make_client
 from tests.fixtures.builders import unique
 
@@ -101,3 +104,88 @@ async def test_parallel_copies_have_one_effect(app: FastAPI, tenancy: Tenancy) -
 async def test_unauthenticated_request_with_key_still_401(anonymous: httpx.AsyncClient) -> None:
     response = await anonymous.post("/v1/integrations", json={}, headers={"idempotency-key": "k"})
     assert_error(response, 401, "Missing authorization header")
+
+
+async def test_stored_answers_are_sealed_and_replayed_in_clear(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy
+) -> None:
+    """An integration's answer carries its decrypted secret: the stored copy must not."""
+    key = unique("key")
+    body = {"providerId": "sendgrid", "channel": "email", "credentials": {"apiKey": "SG.very-secret-value"}}
+    first = await api.post("/v1/integrations", json=body, headers={"idempotency-key": key})
+    assert first.json()["data"]["credentials"]["apiKey"] == "SG.very-secret-value"
+    async with app.state.sessionmaker() as session:
+        record = await session.get(IdempotencyRecord, (tenancy.organization_id, key))
+    assert record is not None and record.response_body
+    assert "very-secret-value" not in record.response_body
+    again = await api.post("/v1/integrations", json=body, headers={"idempotency-key": key})
+    assert again.headers["idempotency-replay"] == "true"
+    assert again.json() == first.json()
+
+
+async def test_the_worker_purges_records_past_their_24_hours(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy
+) -> None:
+    body = {"providerId": "sendgrid", "channel": "email"}
+    old, fresh = unique("old"), unique("fresh")
+    for key in (old, fresh):
+        assert (await api.post("/v1/integrations", json=body, headers={"idempotency-key": key})).status_code == 201
+    async with app.state.sessionmaker() as session:
+        await session.execute(
+            update(IdempotencyRecord)
+            .where(IdempotencyRecord.organization_id == tenancy.organization_id, IdempotencyRecord.key == old)
+            .values(expires_at=utcnow() - timedelta(seconds=1))
+        )
+        await session.commit()
+    worker = build_worker(app.state.settings, app.state.sessionmaker)
+    try:
+        assert await worker.purge_expired_idempotency_records() >= 1
+    finally:
+        assert worker.http is not None
+        await worker.http.aclose()
+    async with app.state.sessionmaker() as session:
+        assert await session.get(IdempotencyRecord, (tenancy.organization_id, old)) is None
+        assert await session.get(IdempotencyRecord, (tenancy.organization_id, fresh)) is not None
+    # The expired key is free again: the same request runs anew.
+    again = await api.post("/v1/integrations", json=body, headers={"idempotency-key": old})
+    assert again.status_code == 201 and "idempotency-replay" not in again.headers
+
+
+async def test_a_repeat_while_the_first_still_runs_is_409_with_retry_after(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy
+) -> None:
+    key = unique("key")
+    async with app.state.sessionmaker() as session:
+        session.add(
+            IdempotencyRecord(
+                organization_id=tenancy.organization_id,
+                key=key,
+                body_hash="of-the-first-request",
+                status="in_progress",
+                created_at=utcnow(),
+                expires_at=utcnow() + timedelta(hours=24),
+            )
+        )
+        await session.commit()
+    response = await api.post("/v1/integrations", json={"providerId": "sendgrid", "channel": "email"}, headers={"idempotency-key": key})
+    assert_error(response, 409, f'Request with key "{key}" is currently being processed. Please retry after 1 second')
+    assert response.headers["retry-after"] == "1"
+
+
+async def test_the_same_json_laid_out_differently_is_the_same_body(api: httpx.AsyncClient) -> None:
+    key = unique("key")
+    compact = b'{"providerId":"sendgrid","channel":"email"}'
+    spaced = b'{ "providerId": "sendgrid",\n  "channel": "email" }'
+    headers = {"idempotency-key": key, "content-type": "application/json"}
+    first = await api.post("/v1/integrations", content=compact, headers=headers)
+    again = await api.post("/v1/integrations", content=spaced, headers=headers)
+    assert again.status_code == first.status_code == 201
+    assert again.headers["idempotency-replay"] == "true"
+
+
+async def test_an_empty_key_is_no_key(api: httpx.AsyncClient) -> None:
+    headers = {"idempotency-key": ""}
+    first = await api.post("/v1/integrations", json={"providerId": "sendgrid", "channel": "email"}, headers=headers)
+    other = await api.post("/v1/integrations", json={"providerId": "mailgun", "channel": "email"}, headers=headers)
+    assert first.status_code == other.status_code == 201
+    assert first.json()["data"]["_id"] != other.json()["data"]["_id"]

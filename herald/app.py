@@ -45,7 +45,9 @@ def _routers() -> list:
     from herald.topics.routes import router as topics
     from herald.workflows.routes import router as workflows
 
-    return [health, integrations, workflows, subscribers, topics, tenants, events, messages, notifications]
+    # Routes are matched in order, every route of every router before the right one
+    # is tried: the trigger routes, the hot path, come first.
+    return [events, health, integrations, workflows, subscribers, topics, tenants, messages, notifications]
 
 
 def build_worker(settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], signal: JobSignal | None = None) -> Worker:

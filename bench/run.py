@@ -253,12 +253,13 @@ class Run:
         usage = meter.stop()
         self.accounting.add(outcome.accepted.accepted_total)
         p99 = outcome.p_seen(0.99)
-        missing = f" · {outcome.missing} not stored within 30 s" if outcome.missing else ""
+        missing = f" · {outcome.missing} accepted but not stored within 30 s" if outcome.missing else ""
+        missing += f" · {outcome.accepted.errors} triggers refused or lost ({'; '.join(outcome.accepted.error_samples[:2])})" if outcome.accepted.errors else ""
         self.rows.append(Row(
             f"End-to-end in-app latency at {number(self.options.e2e_rate)} triggers/s, seen by a poller ({number(outcome.sent)} triggers)",
             f"p50 {ms(outcome.p_seen(0.5))} · p99 {ms(p99)}{missing}",
             "p99 < 100 ms",
-            verdict(None if p99 is None else (p99 < TARGET_E2E_P99 and not outcome.missing)),
+            verdict(None if p99 is None else (p99 < TARGET_E2E_P99 and not outcome.missing and not outcome.accepted.errors)),
         ))
         self.rows.append(Row(
             "End-to-end in-app latency, message createdAt − scheduled send (no polling delay)",

@@ -41,6 +41,19 @@ async def database(request: pytest.FixtureRequest, tmp_path_factory: pytest.Temp
     await db.drop()
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+async def empty_database(request: pytest.FixtureRequest, tmp_path) -> AsyncIterator[TestDatabase]:
+    """A database of this test's own, with no schema yet (for migrations, bootstrap and the CLI)."""
+    if request.param == "postgres":
+        if not await postgres_reachable():
+            pytest.skip("PostgreSQL is not reachable (set HERALD_TEST_POSTGRES_URL)")
+        db = await create_postgres_database()
+    else:
+        db = create_sqlite_database(tmp_path)
+    yield db
+    await db.drop()
+
+
 @pytest.fixture(scope="session")
 async def app(database: TestDatabase, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[FastAPI]:
     settings = load_settings(

@@ -96,6 +96,7 @@ async def create_integration(
         priority=0,
     )
     if integration.active and integration.channel in AUTO_PRIMARY_CHANNELS:
+        await repository.lock_channel(integration.environment_id, integration.channel)
         await _place_newly_active(repository, integration, make_primary_if_none=True)
     repository.add(integration)
     await session.flush()
@@ -153,6 +154,7 @@ async def update_integration(
             # A primary is unconditional by definition; conditional ones are chosen by their conditions.
             integration.primary = False
     if request.active is not None and request.active != integration.active:
+        await repository.lock_channel(integration.environment_id, integration.channel)
         integration.active = request.active
         if request.active:
             await _place_newly_active(repository, integration, make_primary_if_none=False)
@@ -193,8 +195,12 @@ async def set_primary(session: AsyncSession, principal: Principal, integration_i
     integration = await _require(repository, principal, integration_id)
     if integration.primary and integration.active:
         return integration
-    # Lock the channel's active rows so two concurrent set-primary calls serialize.
-    await repository.active_of_channel(integration.environment_id, integration.channel, for_update=True)
+    # Concurrent set-primary calls of a channel run one after the other: the
+    # last one wins, and none fails on the one-primary index.
+    await repository.lock_channel(integration.environment_id, integration.channel)
+    await session.refresh(integration)  # as the call we waited for left it
+    if integration.deleted:
+        raise NotFoundError(f"Integration with id {integration_id} not found")
     await repository.demote_primaries(integration.environment_id, integration.channel, except_id=integration.id)
     integration.active = True
     integration.primary = True

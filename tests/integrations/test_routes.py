@@ -191,3 +191,29 @@ async def test_set_primary_answers_200_to_novus_generated_sdks(api: httpx.AsyncC
     assert response.json()["data"]["primary"] is True
     plain = await api.post(f"/v1/integrations/{integration['_id']}/set-primary")
     assert plain.status_code == 201
+
+
+async def test_concurrent_set_primary_calls_leave_one_primary(api: httpx.AsyncClient) -> None:
+    """Inactive integrations of a channel with no active one: nothing to lock but the channel itself."""
+    import asyncio
+
+    integrations = [await create_integration(api, channel="chat", providerId="slack") for _ in range(5)]
+    responses = await asyncio.gather(
+        *(api.post(f"/v1/integrations/{item['_id']}/set-primary") for item in integrations)
+    )
+    assert [response.status_code for response in responses] == [201] * 5, [r.text for r in responses]
+    listed = (await api.get("/v1/integrations")).json()["data"]
+    assert sum(1 for item in listed if item["channel"] == "chat" and item["primary"]) == 1
+
+
+async def test_update_and_delete_of_foreign_ids_are_404(
+    api: httpx.AsyncClient, production_api: httpx.AsyncClient, other_org_api: httpx.AsyncClient
+) -> None:
+    integration = await create_integration(api)
+    message = f"Integration with id {integration['_id']} not found"
+    for client in (production_api, other_org_api):
+        assert_error(await client.put(f"/v1/integrations/{integration['_id']}", json={"name": "x"}), 404, message)
+        assert_error(await client.delete(f"/v1/integrations/{integration['_id']}"), 404, message)
+    # Untouched by either.
+    [listed] = [item for item in (await api.get("/v1/integrations")).json()["data"] if item["_id"] == integration["_id"]]
+    assert listed["name"] == integration["name"] and listed["deleted"] is False

@@ -76,6 +76,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         stop = asyncio.Event()
+        # A key revoked by any process stops working here within about a second.
+        revocations = asyncio.create_task(
+            api_keys.watch_revocations(stop, settings.api_key_revocation_poll_seconds)
+        )
         worker_task = None
         if settings.run_worker:
             worker = build_worker(settings, sessionmaker, signal=job_signal)
@@ -87,6 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             job_signal.ring()
             if worker_task is not None:
                 await worker_task
+            await revocations
             await engine.dispose()
 
     app = FastAPI(

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from datetime import datetime
+
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.kit.time import utcnow
@@ -40,6 +42,17 @@ class OrganizationRepository:
             .values(revoked_at=utcnow())
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def latest_revocation(self) -> datetime | None:
+        result = await self.session.execute(select(func.max(ApiKey.revoked_at)))
+        return result.scalar_one_or_none()
+
+    async def revocations_since(self, since: datetime) -> list[tuple[str, datetime]]:
+        """``(key_hash, revoked_at)`` of the keys revoked at or after ``since`` (served by ix_api_keys_revoked_at)."""
+        result = await self.session.execute(
+            select(ApiKey.key_hash, ApiKey.revoked_at).where(ApiKey.revoked_at >= since)
+        )
+        return [(key_hash, revoked_at) for key_hash, revoked_at in result.all()]
 
     async def get_default_group(self, environment_id: str) -> NotificationGroup | None:
         result = await self.session.execute(

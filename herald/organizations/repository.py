@@ -5,6 +5,7 @@ from datetime import datetime
 from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.kit.db import lock_for_transaction
 from herald.kit.time import utcnow
 from herald.models import ApiKey, Environment, NotificationGroup, Organization
 
@@ -12,6 +13,10 @@ from herald.models import ApiKey, Environment, NotificationGroup, Organization
 class OrganizationRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
+
+    async def lock_bootstrap(self) -> None:
+        """Concurrent bootstraps wait for each other until commit, so only the first creates."""
+        await lock_for_transaction(self.session, "bootstrap")
 
     async def first_organization(self) -> Organization | None:
         result = await self.session.execute(select(Organization).order_by(Organization.created_at).limit(1))

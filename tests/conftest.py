@@ -136,4 +136,9 @@ def assert_error(response: httpx.Response, status: int, message: str | None = No
     assert "message" in body
     if message is not None:
         assert body["message"] == message, body
+    if status == 422:
+        # Novu's SDKs parse every 422 as ValidationErrorDto, whose ``errors`` is required.
+        assert body["errors"] and all(
+            isinstance(entry["messages"], list) and "value" in entry for entry in body["errors"].values()
+        ), body
     return body

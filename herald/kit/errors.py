@@ -111,6 +111,8 @@ class ValidationFailed(HeraldError):
 
 
 def error_body(status_code: int, path: str, message: Any, **extra: Any) -> dict[str, Any]:
+    """Novu's error body. A 422 always carries ``errors`` (Novu's SDKs require it on
+    every 422): one without field errors names its message under ``general``."""
     try:
         reason = HTTPStatus(status_code).phrase
     except ValueError:
@@ -123,6 +125,8 @@ def error_body(status_code: int, path: str, message: Any, **extra: Any) -> dict[
         "error": reason,
     }
     body.update(extra)
+    if status_code == 422 and "errors" not in body:
+        body["errors"] = {"general": {"messages": [message], "value": None}}
     return body
 
 

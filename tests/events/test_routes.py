@@ -47,6 +47,7 @@ async def test_unknown_workflow_is_422(api: httpx.AsyncClient) -> None:
     response = await api.post("/v1/events/trigger", json={"name": "nope", "to": "ada"})
     body = assert_error(response, 422, "workflow_not_found")
     assert body["error"] == "Unprocessable Entity"
+    assert body["errors"] == {"general": {"messages": ["workflow_not_found"], "value": None}}
 
 
 async def test_workflow_of_another_environment_is_not_found(api: httpx.AsyncClient, production_api: httpx.AsyncClient) -> None:

@@ -269,6 +269,11 @@ def _check_metadata(step_type: str, metadata: dict[str, Any] | None, loc: Loc) -
         for field in ("backoffAmount", "backoffUnit"):
             if getattr(parsed, field) is None:
                 errors.append(_error((*loc, field), "is required", missing=True))
+    # Calendar months are counted whole (the engine cannot add 1.5 months).
+    for amount_field, unit_field in (("amount", "unit"), ("backoffAmount", "backoffUnit")):
+        amount, unit = getattr(parsed, amount_field, None), getattr(parsed, unit_field, None)
+        if unit == "months" and isinstance(amount, float) and not amount.is_integer():
+            errors.append(_error((*loc, amount_field), "must be a whole number when the unit is months", amount))
     if isinstance(parsed, DigestTimedMetadata) and parsed.timed is not None and parsed.timed.monthlyType == "on":
         for field in ("ordinal", "ordinalValue"):
             if getattr(parsed.timed, field) is None:

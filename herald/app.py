@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from herald import __version__
 from herald.config import Settings, load_settings
 from herald.engine.queue import JobSignal
+from herald.kit.asgi import LastResortMiddleware
 from herald.kit.auth import ApiKeyResolver
 from herald.kit.crypto import SecretBox
 from herald.kit.db import create_engine, create_sessionmaker
@@ -120,7 +121,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in _routers():
         app.include_router(router)
 
-    # Outermost first: the size limit runs before anything reads the body.
+    # Each add wraps the ones before: the last resort runs outermost, the size
+    # limit before anything reads the body.
     app.add_middleware(
         IdempotencyMiddleware,
         sessionmaker=sessionmaker,
@@ -132,4 +134,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         RequestGuardMiddleware, max_bytes=settings.max_body_bytes, max_event_bytes=settings.max_event_body_bytes
     )
+    app.add_middleware(LastResortMiddleware)
     return app

@@ -180,6 +180,8 @@ def validation_errors(raw_errors: Iterable[dict[str, Any]]) -> dict[str, dict[st
 def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
+    if isinstance(value, (bytes, bytearray)):  # a body that is not JSON: shown as the text it is
+        return bytes(value).decode("utf-8", "replace")
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -256,9 +258,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HeraldError, handle_herald_error)
     app.add_exception_handler(RequestValidationError, handle_validation_error)
     app.add_exception_handler(StarletteHTTPException, handle_http_exception)
-    # Store errors are answered where they are raised (not by the last-resort
-    # handler below, which re-raises into the server's log after answering):
-    # an outage is logged as one line per request, not one traceback.
+    # Store errors are answered where they are raised: an outage is logged as
+    # one line per request, not one traceback. Anything else a route raises is
+    # answered by herald.kit.asgi.LastResortMiddleware, outside the middlewares.
     for store_error in (*_UNREACHABLE, sa_exc.DBAPIError, asyncpg.PostgresError, asyncpg.InterfaceError):
         app.add_exception_handler(store_error, handle_unexpected_error)
-    app.add_exception_handler(Exception, handle_unexpected_error)

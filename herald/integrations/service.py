@@ -15,8 +15,8 @@ from herald.integrations.repository import IntegrationRepository
 from herald.integrations.schemas import CreateIntegrationRequest, UpdateIntegrationRequest
 from herald.integrations.schemas import Integration as IntegrationSchema
 from herald.kit.auth import Principal
-from herald.kit.crypto import SecretBox
-from herald.kit.errors import BadRequestError, ConflictError, NotFoundError
+from herald.kit.crypto import SecretBox, SecretKeyMismatch
+from herald.kit.errors import BadRequestError, ConflictError, MisconfiguredError, NotFoundError
 from herald.kit.ids import short_id
 from herald.kit.schemas import compact
 from herald.kit.text import slugify
@@ -33,6 +33,35 @@ def display_name(provider_id: str) -> str:
 
 
 def to_schema(integration: Integration, box: SecretBox) -> IntegrationSchema:
+    return to_schemas([integration], box)[0]
+
+
+def to_schemas(integrations: Sequence[Integration], box: SecretBox) -> list[IntegrationSchema]:
+    """The Integration objects, secrets decrypted.
+
+    Secrets sealed under another HERALD_SECRET_KEY cannot be shown, and
+    answering without them would invite a client to write the credentials
+    back without them: the answer is a 500 that says why and which
+    integrations, so the operator can set the right key or send those
+    credentials again (PUT /v1/integrations/{id}).
+    """
+    shaped: list[IntegrationSchema] = []
+    unreadable: list[str] = []
+    for integration in integrations:
+        try:
+            shaped.append(_schema(integration, box))
+        except SecretKeyMismatch:
+            unreadable.append(integration.id)
+    if unreadable:
+        raise MisconfiguredError(
+            "Integration secrets cannot be decrypted: HERALD_SECRET_KEY differs from the key they were stored "
+            f"with (integrations {', '.join(unreadable)}). Run Herald with that key, or send these integrations' "
+            "credentials again with PUT /v1/integrations/{integrationId}."
+        )
+    return shaped
+
+
+def _schema(integration: Integration, box: SecretBox) -> IntegrationSchema:
     return IntegrationSchema.model_validate(
         compact({
             "_id": integration.id,

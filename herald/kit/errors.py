@@ -93,6 +93,12 @@ class UnprocessableError(HeraldError):
     status_code = 422
 
 
+class MisconfiguredError(HeraldError):
+    """The server cannot answer as set up (a 500 whose message tells the operator what to fix)."""
+
+    status_code = 500
+
+
 class ServiceUnavailableError(HeraldError):
     status_code = 503
 
@@ -227,7 +233,12 @@ def internal_error_response(path: str, method: str, exc: BaseException) -> JSONR
 
 async def handle_herald_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HeraldError)
-    return error_response(exc.status_code, request.url.path, exc.message, headers=exc.headers, **exc.extra)
+    extra = exc.extra
+    if exc.status_code == 500:
+        # The operator's to fix: logged with the errorId the caller sees, without a traceback.
+        extra = {**extra, "errorId": str(uuid.uuid4())}
+        logger.error("%s errorId=%s method=%s path=%s", exc.message, extra["errorId"], request.method, request.url.path)
+    return error_response(exc.status_code, request.url.path, exc.message, headers=exc.headers, **extra)
 
 
 async def handle_validation_error(request: Request, exc: Exception) -> JSONResponse:

@@ -70,9 +70,6 @@ class ApiKeyResolver:
         self._cache[key_hash] = (principal, now + self._ttl)
         return principal
 
-    def forget(self, key: str) -> None:
-        self._cache.pop(hash_api_key(key), None)
-
     async def drop_revoked(self) -> int:
         """Drop the keys revoked since the last look from the cache; returns how many were cached.
 

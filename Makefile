@@ -33,7 +33,7 @@ migrate: install
 run: install
 	$(BIN)/herald migrate
 	$(BIN)/herald bootstrap --announce
-	$(BIN)/herald serve --host 127.0.0.1 --port 3000
+	$(BIN)/herald serve
 
 test: install-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

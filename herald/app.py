@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from herald import __version__
 from herald.config import Settings, load_settings
 from herald.engine.queue import JobSignal
+from herald.kit.asgi import LastResortMiddleware
 from herald.kit.auth import ApiKeyResolver
 from herald.kit.crypto import SecretBox
 from herald.kit.db import create_engine, create_sessionmaker
@@ -78,6 +79,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         stop = asyncio.Event()
+        # A key revoked by any process stops working here within about a second.
+        revocations = asyncio.create_task(
+            api_keys.watch_revocations(stop, settings.api_key_revocation_poll_seconds)
+        )
         worker_task = None
         if settings.run_worker:
             worker = build_worker(settings, sessionmaker, signal=job_signal)
@@ -89,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             job_signal.ring()
             if worker_task is not None:
                 await worker_task
+            await revocations
             await engine.dispose()
 
     app = FastAPI(
@@ -117,7 +123,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in _routers():
         app.include_router(router)
 
-    # Outermost first: the size limit runs before anything reads the body.
+    # Each add wraps the ones before: the last resort runs outermost, the size
+    # limit before anything reads the body.
     app.add_middleware(
         IdempotencyMiddleware,
         sessionmaker=sessionmaker,
@@ -129,4 +136,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(
         RequestGuardMiddleware, max_bytes=settings.max_body_bytes, max_event_bytes=settings.max_event_body_bytes
     )
+    app.add_middleware(LastResortMiddleware)
     return app

@@ -1,8 +1,12 @@
 """The ``herald`` command.
 
 Other tooling relies on this contract exactly: ``bootstrap --json`` prints
-``{"organizationId", "environments": [{"_id", "name", "apiKey"}]}``; ``serve``
-takes ``--host``, ``--port`` and ``--no-worker``.
+``{"organizationId", "environments": [{"_id", "name", "apiKey"}]}`` on every
+run (``apiKey`` is null once the key exists: only its hash is stored);
+``serve`` takes ``--host``, ``--port`` and ``--no-worker``.
+
+A command that fails for a reason the operator can fix (an unknown
+environment, no organization yet) prints the reason on stderr and exits 1.
 """
 
 from __future__ import annotations
@@ -11,14 +15,20 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from herald.config import Settings, load_settings
 from herald.kit.db import create_engine, create_sessionmaker
+from herald.kit.errors import HeraldError
 
 DEV_KEY_FILE = "development-api-key"
+NEW_KEY_HINT = (
+    "{names}: the API key was made by an earlier bootstrap and only its hash is stored, so it cannot be shown; "
+    "`herald keys create --environment NAME` makes a new one"
+)
 
 
 def _configure_logging(level: str) -> None:
@@ -53,21 +63,22 @@ def cmd_bootstrap(settings: Settings, args: argparse.Namespace) -> int:
 
     result = asyncio.run(_with_session(settings, bootstrap))
     dev_key_path = settings.data_dir / DEV_KEY_FILE
-    environments = []
-    for entry in result.environments:
-        item: dict[str, Any] = {"_id": entry.environment.id, "name": entry.environment.name}
-        if entry.api_key is not None:
-            item["apiKey"] = entry.api_key
-        environments.append(item)
-    if args.json:
-        print(json.dumps({"organizationId": result.organization.id, "environments": environments}))
-        return 0
+    environments = [
+        {"_id": entry.environment.id, "name": entry.environment.name, "apiKey": entry.api_key}
+        for entry in result.environments
+    ]
     if args.announce:
         _announce(settings, result.created, environments, dev_key_path)
         return 0
-    for item in environments:
-        key = item.get("apiKey", "(created earlier; `herald keys create` makes another)")
-        print(f"{item['name']}: environment {item['_id']}, API key {key}")
+    if args.json:
+        print(json.dumps({"organizationId": result.organization.id, "environments": environments}))
+    else:
+        for item in environments:
+            key = item["apiKey"] or "(not shown: made earlier)"
+            print(f"{item['name']}: environment {item['_id']}, API key {key}")
+    hidden = [item["name"] for item in environments if item["apiKey"] is None]
+    if hidden:
+        print(NEW_KEY_HINT.format(names=", ".join(hidden)), file=sys.stderr)
     return 0
 
 
@@ -114,12 +125,15 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 
     from herald.app import create_app
 
-    settings = load_settings(host=args.host, port=args.port, run_worker=not args.no_worker)
+    # The flags win; without them HERALD_HOST and HERALD_PORT (what bootstrap --announce shows).
+    settings = load_settings(
+        host=args.host or settings.host, port=args.port or settings.port, run_worker=not args.no_worker
+    )
     app = create_app(settings)
     uvicorn.run(
         app,
-        host=args.host,
-        port=args.port,
+        host=settings.host,
+        port=settings.port,
         log_level=settings.log_level.lower(),
         access_log=False,
         proxy_headers=True,
@@ -153,7 +167,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_dev_smtp(_settings: Settings, args: argparse.Namespace) -> int:
+def cmd_dev_smtp(_settings: Settings | None, args: argparse.Namespace) -> int:
     from herald.devtools.smtp import serve_forever
 
     serve_forever(args.host, args.port)
@@ -165,8 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the HTTP API (and the in-process worker)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=3000)
+    serve.add_argument("--host", default=None, help="default: HERALD_HOST, else 127.0.0.1")
+    serve.add_argument("--port", type=int, default=None, help="default: HERALD_PORT, else 3000")
     serve.add_argument("--no-worker", action="store_true", help="do not run the worker in this process")
     serve.set_defaults(handler=cmd_serve)
 
@@ -177,7 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     dev_smtp = commands.add_parser("dev-smtp", help="run a local SMTP server that prints the emails it receives")
     dev_smtp.add_argument("--host", default="127.0.0.1")
     dev_smtp.add_argument("--port", type=int, default=2525)
-    dev_smtp.set_defaults(handler=cmd_dev_smtp)
+    # Needs no settings: it must not create a data folder or secret key where it is run.
+    dev_smtp.set_defaults(handler=cmd_dev_smtp, needs_settings=False)
 
     migrate = commands.add_parser("migrate", help="create or upgrade the database schema")
     migrate.set_defaults(handler=cmd_migrate)
@@ -200,9 +215,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    settings = load_settings()
-    _configure_logging(settings.log_level)
-    return int(args.handler(settings, args) or 0)
+    # Logging first: loading settings may warn (a secret key generated into the data folder).
+    _configure_logging(os.environ.get("HERALD_LOG_LEVEL", "INFO"))
+    try:
+        settings = load_settings() if getattr(args, "needs_settings", True) else None
+        return int(args.handler(settings, args) or 0)
+    except HeraldError as exc:
+        print(f"herald {args.command}: {exc.message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ class Settings:
     database_pool_size: int = 10
     # How long a resolved API key is trusted before it is looked up again.
     api_key_cache_seconds: float = 30.0
+    # How often each API process asks the store for keys revoked since its last look.
+    api_key_revocation_poll_seconds: float = 1.0
     # Bodies larger than these are refused with 413 (Novu's limits).
     max_body_bytes: int = 100 * 1024
     max_event_body_bytes: int = 20 * 1024 * 1024

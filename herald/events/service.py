@@ -67,6 +67,12 @@ class TriggerResult:
 class Recipients:
     accepted: list[dict[str, Any]] = field(default_factory=list)
     rejected: list[dict[str, Any]] = field(default_factory=list)
+    # Where each accepted entry was in ``to``, so a later refusal names its place.
+    accepted_at: list[int] = field(default_factory=list)
+
+    def accept(self, index: int, entry: dict[str, Any]) -> None:
+        self.accepted.append(entry)
+        self.accepted_at.append(index)
 
     def reject(self, index: int, recipient: Any, reason: str) -> None:
         self.rejected.append({"index": index, "recipient": recipient, "reason": reason})
@@ -87,7 +93,7 @@ def parse_recipients(to: Any) -> Recipients:
     for index, item in enumerate(items):
         if isinstance(item, str):
             if is_valid_identifier(item):
-                recipients.accepted.append({"type": "Subscriber", "subscriberId": item})
+                recipients.accept(index, {"type": "Subscriber", "subscriberId": item})
             else:
                 recipients.reject(index, item, f"subscriberId {item!r} is not valid: use letters, digits, _ : . - or an email address")
             continue
@@ -103,7 +109,7 @@ def parse_recipients(to: Any) -> Recipients:
             if not isinstance(exclude, list) or not all(isinstance(value, str) for value in exclude):
                 recipients.reject(index, item, "exclude must be an array of subscriberIds")
                 continue
-            recipients.accepted.append({"type": "Topic", "topicKey": key, "exclude": exclude})
+            recipients.accept(index, {"type": "Topic", "topicKey": key, "exclude": exclude})
             continue
         subscriber_id = item.get("subscriberId")
         if subscriber_id is None:
@@ -115,7 +121,7 @@ def parse_recipients(to: Any) -> Recipients:
             if problems:
                 recipients.reject(index, item, problems)
             else:
-                recipients.accepted.append({"type": "Subscriber", **entry})
+                recipients.accept(index, {"type": "Subscriber", **entry})
     return recipients
 
 
@@ -229,19 +235,14 @@ async def _lookups(session: AsyncSession, triggers: Sequence[Trigger]) -> _Looku
 
 
 def _check_topics(environment_id: str, recipients: Recipients, existing: set[tuple[str, str]]) -> None:
-    kept = []
-    for recipient in recipients.accepted:
+    accepted = list(zip(recipients.accepted, recipients.accepted_at, strict=True))
+    recipients.accepted, recipients.accepted_at = [], []
+    for recipient, index in accepted:
         if recipient["type"] == "Topic" and (environment_id, recipient["topicKey"]) not in existing:
-            recipients.rejected.append(
-                {
-                    "index": None,
-                    "recipient": recipient,
-                    "reason": f"Topic with key {recipient['topicKey']} not found in current environment",
-                }
-            )
+            recipients.reject(index, recipient, f"Topic with key {recipient['topicKey']} not found in current environment")
         else:
-            kept.append(recipient)
-    recipients.accepted = kept
+            recipients.accept(index, recipient)
+    recipients.rejected.sort(key=lambda item: item["index"])
 
 
 @dataclass

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.kit.db import lock_for_transaction
 from herald.models import Integration
 
 
@@ -51,6 +52,14 @@ class IntegrationRepository:
         if excluding_id is not None:
             query = query.where(Integration.id != excluding_id)
         return (await self.session.execute(query.limit(1))).first() is not None
+
+    async def lock_channel(self, environment_id: str, channel: str) -> None:
+        """Serialize changes of a channel's primary and priorities in an environment until commit.
+
+        ``uq_integrations_one_primary`` guarantees one primary; the lock makes
+        concurrent requests wait for each other instead of one failing on it.
+        """
+        await lock_for_transaction(self.session, f"integrations:{environment_id}:{channel}")
 
     async def active_of_channel(self, environment_id: str, channel: str, *, for_update: bool = False) -> Sequence[Integration]:
         """Active integrations of a channel, highest priority first."""

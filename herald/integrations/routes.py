@@ -27,7 +27,7 @@ async def create_integration(
 @router.get("", response_model=DataResponse[list[Integration]], summary="List the organization's integrations")
 async def list_integrations(request: Request, session: SessionDep, principal: PrincipalDep) -> DataResponse[list[Integration]]:
     rows = await service.list_integrations(session, principal, active_only=False)
-    return DataResponse(data=[service.to_schema(row, _box(request)) for row in rows])
+    return DataResponse(data=service.to_schemas(rows, _box(request)))
 
 
 @router.get("/active", response_model=DataResponse[list[Integration]], summary="List active integrations")
@@ -36,7 +36,7 @@ async def list_active_integrations(
 ) -> DataResponse[list[Integration]]:
     """The active, non-deleted integrations of every environment of the caller's organization."""
     rows = await service.list_integrations(session, principal, active_only=True)
-    return DataResponse(data=[service.to_schema(row, _box(request)) for row in rows])
+    return DataResponse(data=service.to_schemas(rows, _box(request)))
 
 
 @router.put("/{integrationId}", response_model=DataResponse[Integration], summary="Update an integration")
@@ -52,7 +52,7 @@ async def delete_integration(
     integrationId: str, request: Request, session: SessionDep, principal: PrincipalDep
 ) -> DataResponse[list[Integration]]:
     rows = await service.delete_integration(session, principal, integrationId)
-    return DataResponse(data=[service.to_schema(row, _box(request)) for row in rows])
+    return DataResponse(data=service.to_schemas(rows, _box(request)))
 
 
 # Novu's server answers set-primary with 201 while the OpenAPI document its SDKs

@@ -15,8 +15,8 @@ from herald.integrations.repository import IntegrationRepository
 from herald.integrations.schemas import CreateIntegrationRequest, UpdateIntegrationRequest
 from herald.integrations.schemas import Integration as IntegrationSchema
 from herald.kit.auth import Principal
-from herald.kit.crypto import SecretBox
-from herald.kit.errors import BadRequestError, ConflictError, NotFoundError
+from herald.kit.crypto import SecretBox, SecretKeyMismatch
+from herald.kit.errors import BadRequestError, ConflictError, MisconfiguredError, NotFoundError
 from herald.kit.ids import short_id
 from herald.kit.schemas import compact
 from herald.kit.text import slugify
@@ -33,6 +33,35 @@ def display_name(provider_id: str) -> str:
 
 
 def to_schema(integration: Integration, box: SecretBox) -> IntegrationSchema:
+    return to_schemas([integration], box)[0]
+
+
+def to_schemas(integrations: Sequence[Integration], box: SecretBox) -> list[IntegrationSchema]:
+    """The Integration objects, secrets decrypted.
+
+    Secrets sealed under another HERALD_SECRET_KEY cannot be shown, and
+    answering without them would invite a client to write the credentials
+    back without them: the answer is a 500 that says why and which
+    integrations, so the operator can set the right key or send those
+    credentials again (PUT /v1/integrations/{id}).
+    """
+    shaped: list[IntegrationSchema] = []
+    unreadable: list[str] = []
+    for integration in integrations:
+        try:
+            shaped.append(_schema(integration, box))
+        except SecretKeyMismatch:
+            unreadable.append(integration.id)
+    if unreadable:
+        raise MisconfiguredError(
+            "Integration secrets cannot be decrypted: HERALD_SECRET_KEY differs from the key they were stored "
+            f"with (integrations {', '.join(unreadable)}). Run Herald with that key, or send these integrations' "
+            "credentials again with PUT /v1/integrations/{integrationId}."
+        )
+    return shaped
+
+
+def _schema(integration: Integration, box: SecretBox) -> IntegrationSchema:
     return IntegrationSchema.model_validate(
         compact({
             "_id": integration.id,
@@ -96,6 +125,7 @@ async def create_integration(
         priority=0,
     )
     if integration.active and integration.channel in AUTO_PRIMARY_CHANNELS:
+        await repository.lock_channel(integration.environment_id, integration.channel)
         await _place_newly_active(repository, integration, make_primary_if_none=True)
     repository.add(integration)
     await session.flush()
@@ -153,6 +183,7 @@ async def update_integration(
             # A primary is unconditional by definition; conditional ones are chosen by their conditions.
             integration.primary = False
     if request.active is not None and request.active != integration.active:
+        await repository.lock_channel(integration.environment_id, integration.channel)
         integration.active = request.active
         if request.active:
             await _place_newly_active(repository, integration, make_primary_if_none=False)
@@ -193,8 +224,12 @@ async def set_primary(session: AsyncSession, principal: Principal, integration_i
     integration = await _require(repository, principal, integration_id)
     if integration.primary and integration.active:
         return integration
-    # Lock the channel's active rows so two concurrent set-primary calls serialize.
-    await repository.active_of_channel(integration.environment_id, integration.channel, for_update=True)
+    # Concurrent set-primary calls of a channel run one after the other: the
+    # last one wins, and none fails on the one-primary index.
+    await repository.lock_channel(integration.environment_id, integration.channel)
+    await session.refresh(integration)  # as the call we waited for left it
+    if integration.deleted:
+        raise NotFoundError(f"Integration with id {integration_id} not found")
     await repository.demote_primaries(integration.environment_id, integration.channel, except_id=integration.id)
     integration.active = True
     integration.primary = True

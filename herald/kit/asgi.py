@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.responses import Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from herald.kit.errors import error_body
+from herald.kit.errors import error_body, internal_error_response, is_store_unavailable, store_unavailable_response
 from herald.kit.responses import dumps
 
 
@@ -76,3 +76,41 @@ def header(scope: Scope, name: bytes) -> str | None:
         if key == name:
             return value.decode("latin-1")
     return None
+
+
+class LastResortMiddleware:
+    """Answers the failures no route handler caught: 503 when the store is unreachable, else 500.
+
+    It runs outside every other middleware and answers instead of re-raising
+    (Starlette's own last resort answers and then re-raises, so the server
+    logged each failure a second time, as a traceback without the errorId):
+    each unexpected failure is one log line, with its errorId and traceback.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_tracked)
+        except Exception as exc:
+            if started:  # too late to answer: the server reports it
+                raise
+            path = scope.get("path", "")
+            if is_store_unavailable(exc):
+                response = store_unavailable_response(path, exc)
+            else:
+                response = internal_error_response(path, scope.get("method", ""), exc)
+            await response(scope, receive, send)
+

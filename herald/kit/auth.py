@@ -1,16 +1,21 @@
 """API-key authentication: ``Authorization: ApiKey <key>``.
 
 The key fixes the environment and organization of every query the request
-makes. Resolved keys are cached for a short time (every request needs one, and
-a database round trip per request is the largest fixed cost of the trigger
-path); revoking a key through this process drops it from the cache at once,
-other processes stop trusting it within ``api_key_cache_seconds``.
+makes. Resolved keys are cached for ``api_key_cache_seconds`` (every request
+needs one, and a database round trip per request is the largest fixed cost of
+the trigger path). Keys are revoked in the store, by whichever process (``herald
+keys revoke`` is one of its own), so every API process asks the store about once
+a second for the keys revoked since it last looked and drops them from its
+cache: a revoked key stops working everywhere within about a second.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import Depends, Request, Security
@@ -21,7 +26,14 @@ from herald.kit.errors import UnauthorizedError
 from herald.organizations.repository import OrganizationRepository
 from herald.organizations.service import hash_api_key
 
+logger = logging.getLogger("herald.auth")
+
 SCHEME = "apikey"
+# Each look for revoked keys reaches back this far before the latest revocation
+# it has seen: a revocation committed late, or stamped by a process whose clock
+# is a little behind, is still found. Dropping a key twice is harmless.
+REVOCATION_OVERLAP = timedelta(seconds=60)
+_BEFORE_ANY_REVOCATION = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +50,8 @@ class ApiKeyResolver:
         self._sessionmaker = sessionmaker
         self._ttl = ttl_seconds
         self._cache: dict[str, tuple[Principal, float]] = {}
+        # The latest revoked_at seen in the store (None until the first look).
+        self._latest_revocation: datetime | None = None
 
     async def resolve(self, key: str) -> Principal | None:
         key_hash = hash_api_key(key)
@@ -56,8 +70,53 @@ class ApiKeyResolver:
         self._cache[key_hash] = (principal, now + self._ttl)
         return principal
 
-    def forget(self, key: str) -> None:
-        self._cache.pop(hash_api_key(key), None)
+    async def drop_revoked(self) -> int:
+        """Drop the keys revoked since the last look from the cache; returns how many were cached.
+
+        The look is by the store's ``revoked_at`` values, not this process's
+        clock, so clocks that differ between machines do not hide a revocation.
+        """
+        async with self._sessionmaker() as session:
+            repository = OrganizationRepository(session)
+            if self._latest_revocation is None:
+                self._latest_revocation = await repository.latest_revocation() or _BEFORE_ANY_REVOCATION
+            revoked = await repository.revocations_since(self._latest_revocation - REVOCATION_OVERLAP)
+        dropped = 0
+        for key_hash, revoked_at in revoked:
+            if self._cache.pop(key_hash, None) is not None:
+                dropped += 1
+            self._latest_revocation = max(self._latest_revocation, revoked_at)
+        return dropped
+
+    async def watch_revocations(self, stop: asyncio.Event, interval: float) -> None:
+        """Run :meth:`drop_revoked` every ``interval`` seconds until ``stop`` is set.
+
+        While the store cannot be reached the cache still expires entries after
+        its TTL; the failure is logged once, not every second.
+        """
+        failing = False
+        while not stop.is_set():
+            try:
+                dropped = await self.drop_revoked()
+            except Exception as exc:
+                if not failing:
+                    logger.warning(
+                        "cannot look for revoked API keys (%s: %s); cached keys expire after %g s meanwhile",
+                        type(exc).__name__,
+                        exc,
+                        self._ttl,
+                    )
+                failing = True
+            else:
+                if failing:
+                    logger.info("looking for revoked API keys again")
+                failing = False
+                if dropped:
+                    logger.info("dropped %d revoked API key(s) from the cache", dropped)
+            try:
+                await asyncio.wait_for(stop.wait(), interval)
+            except TimeoutError:
+                pass
 
 
 def parse_authorization(header: str | None) -> str:

@@ -23,6 +23,10 @@ SECRET_CREDENTIAL_FIELDS = frozenset(
 _PREFIX = "hsk1."
 
 
+class SecretKeyMismatch(ValueError):
+    """A sealed value that this key cannot open: it was sealed under another HERALD_SECRET_KEY."""
+
+
 class SecretBox:
     """Seals and opens strings with one key."""
 
@@ -43,7 +47,7 @@ class SecretBox:
         try:
             return self._aead.decrypt(raw[:12], raw[12:], None).decode()
         except InvalidTag as exc:
-            raise ValueError(
+            raise SecretKeyMismatch(
                 "an integration secret cannot be decrypted: HERALD_SECRET_KEY differs from "
                 "the key it was stored with"
             ) from exc

@@ -8,6 +8,7 @@ busy timeout instead of failing when a read transaction tries to upgrade.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import Depends, Request
-from sqlalchemy import event
+from sqlalchemy import event, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
@@ -88,6 +89,19 @@ def create_engine(url: str, *, pool_size: int = 10, **kwargs: Any) -> AsyncEngin
         pool_pre_ping=True,
         **kwargs,
     )
+
+
+async def lock_for_transaction(session: AsyncSession, name: str) -> None:
+    """Hold the lock ``name`` until the session's transaction ends; others wait for it.
+
+    On PostgreSQL a transaction-level advisory lock. SQLite needs none: every
+    transaction begins with ``BEGIN IMMEDIATE``, so writers already run one
+    at a time.
+    """
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    lock_id = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big", signed=True)
+    await session.execute(select(func.pg_advisory_xact_lock(lock_id)))
 
 
 def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

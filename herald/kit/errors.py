@@ -93,6 +93,12 @@ class UnprocessableError(HeraldError):
     status_code = 422
 
 
+class MisconfiguredError(HeraldError):
+    """The server cannot answer as set up (a 500 whose message tells the operator what to fix)."""
+
+    status_code = 500
+
+
 class ServiceUnavailableError(HeraldError):
     status_code = 503
 
@@ -111,6 +117,8 @@ class ValidationFailed(HeraldError):
 
 
 def error_body(status_code: int, path: str, message: Any, **extra: Any) -> dict[str, Any]:
+    """Novu's error body. A 422 always carries ``errors`` (Novu's SDKs require it on
+    every 422): one without field errors names its message under ``general``."""
     try:
         reason = HTTPStatus(status_code).phrase
     except ValueError:
@@ -123,6 +131,8 @@ def error_body(status_code: int, path: str, message: Any, **extra: Any) -> dict[
         "error": reason,
     }
     body.update(extra)
+    if status_code == 422 and "errors" not in body:
+        body["errors"] = {"general": {"messages": [message], "value": None}}
     return body
 
 
@@ -176,6 +186,8 @@ def validation_errors(raw_errors: Iterable[dict[str, Any]]) -> dict[str, dict[st
 def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
+    if isinstance(value, (bytes, bytearray)):  # a body that is not JSON: shown as the text it is
+        return bytes(value).decode("utf-8", "replace")
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -221,7 +233,12 @@ def internal_error_response(path: str, method: str, exc: BaseException) -> JSONR
 
 async def handle_herald_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HeraldError)
-    return error_response(exc.status_code, request.url.path, exc.message, headers=exc.headers, **exc.extra)
+    extra = exc.extra
+    if exc.status_code == 500:
+        # The operator's to fix: logged with the errorId the caller sees, without a traceback.
+        extra = {**extra, "errorId": str(uuid.uuid4())}
+        logger.error("%s errorId=%s method=%s path=%s", exc.message, extra["errorId"], request.method, request.url.path)
+    return error_response(exc.status_code, request.url.path, exc.message, headers=exc.headers, **extra)
 
 
 async def handle_validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -252,9 +269,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HeraldError, handle_herald_error)
     app.add_exception_handler(RequestValidationError, handle_validation_error)
     app.add_exception_handler(StarletteHTTPException, handle_http_exception)
-    # Store errors are answered where they are raised (not by the last-resort
-    # handler below, which re-raises into the server's log after answering):
-    # an outage is logged as one line per request, not one traceback.
+    # Store errors are answered where they are raised: an outage is logged as
+    # one line per request, not one traceback. Anything else a route raises is
+    # answered by herald.kit.asgi.LastResortMiddleware, outside the middlewares.
     for store_error in (*_UNREACHABLE, sa_exc.DBAPIError, asyncpg.PostgresError, asyncpg.InterfaceError):
         app.add_exception_handler(store_error, handle_unexpected_error)
-    app.add_exception_handler(Exception, handle_unexpected_error)

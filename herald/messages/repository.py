@@ -136,13 +136,18 @@ class MessageRepository:
         message_ids: Sequence[str],
         values: dict[str, Any],
     ) -> list[Message]:
-        """One UPDATE of the subscriber's messages among ``message_ids``; the updated rows, in the order given."""
+        """One UPDATE of the subscriber's in-app messages among ``message_ids``; the updated rows, in the order given.
+
+        Read and seen are inbox states (spec §4.3 names in-app messages): an
+        email's or sms's id is ignored like an unknown one.
+        """
         if not message_ids:
             return []
         scope = (
             Message.id.in_(message_ids),
             Message.subscriber_id == subscriber_id,
             Message.environment_id == environment_id,
+            Message.channel == IN_APP,
         )
         await self.session.execute(
             update(Message).where(*scope).values(**values).execution_options(synchronize_session=False)

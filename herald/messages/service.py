@@ -98,9 +98,9 @@ async def _subscriber(session: AsyncSession, principal: Principal, subscriber_id
 async def mark_messages_as(
     session: AsyncSession, principal: Principal, subscriber_id: str, message_ids: Sequence[str], mark_as: MarkAs
 ) -> list[Message]:
-    """Change the state of some of a subscriber's messages (spec §4.3).
+    """Change the state of some of a subscriber's in-app messages (spec §4.3).
 
-    Ids that are not this subscriber's messages in this environment are
+    Ids that are not this subscriber's in-app messages in this environment are
     ignored. The answer lists the changed messages in the order their ids
     were given.
     """

@@ -22,6 +22,15 @@ class Integration(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
             sqlite_where=text("deleted = 0"),
             postgresql_where=text("deleted = false"),
         ),
+        # One primary per channel among the live integrations of an environment.
+        Index(
+            "uq_integrations_one_primary",
+            "environment_id",
+            "channel",
+            unique=True,
+            sqlite_where=text('"primary" = 1 AND deleted = 0'),
+            postgresql_where=text('"primary" = true AND deleted = false'),
+        ),
         Index("ix_integrations_organization_active", "organization_id", "active"),
         Index("ix_integrations_environment_channel", "environment_id", "channel"),
     )

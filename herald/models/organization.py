@@ -31,6 +31,8 @@ class ApiKey(IdMixin, Base):
     """An API key; only the sha256 of the key is kept."""
 
     __tablename__ = "api_keys"
+    # API processes look up the keys revoked since their last look (herald.kit.auth).
+    __table_args__ = (Index("ix_api_keys_revoked_at", "revoked_at"),)
 
     environment_id: Mapped[str] = mapped_column(ID, ForeignKey("environments.id", ondelete="CASCADE"))
     organization_id: Mapped[str] = mapped_column(ID)

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from datetime import datetime
+
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.kit.db import lock_for_transaction
 from herald.kit.time import utcnow
 from herald.models import ApiKey, Environment, NotificationGroup, Organization
 
@@ -10,6 +13,10 @@ from herald.models import ApiKey, Environment, NotificationGroup, Organization
 class OrganizationRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
+
+    async def lock_bootstrap(self) -> None:
+        """Concurrent bootstraps wait for each other until commit, so only the first creates."""
+        await lock_for_transaction(self.session, "bootstrap")
 
     async def first_organization(self) -> Organization | None:
         result = await self.session.execute(select(Organization).order_by(Organization.created_at).limit(1))
@@ -40,6 +47,17 @@ class OrganizationRepository:
             .values(revoked_at=utcnow())
         )
         return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def latest_revocation(self) -> datetime | None:
+        result = await self.session.execute(select(func.max(ApiKey.revoked_at)))
+        return result.scalar_one_or_none()
+
+    async def revocations_since(self, since: datetime) -> list[tuple[str, datetime]]:
+        """``(key_hash, revoked_at)`` of the keys revoked at or after ``since`` (served by ix_api_keys_revoked_at)."""
+        result = await self.session.execute(
+            select(ApiKey.key_hash, ApiKey.revoked_at).where(ApiKey.revoked_at >= since)
+        )
+        return [(key_hash, revoked_at) for key_hash, revoked_at in result.all()]
 
     async def get_default_group(self, environment_id: str) -> NotificationGroup | None:
         result = await self.session.execute(

@@ -73,8 +73,13 @@ async def create_organization(session: AsyncSession, name: str = "Herald") -> Bo
 
 
 async def bootstrap(session: AsyncSession) -> BootstrapResult:
-    """Create the organization once; later calls report it without new keys."""
+    """Create the organization once; later calls report it without new keys.
+
+    Safe to run from several processes at once (the README starts it beside
+    several API processes): the second waits for the first and finds its organization.
+    """
     repository = OrganizationRepository(session)
+    await repository.lock_bootstrap()
     organization = await repository.first_organization()
     if organization is None:
         return await create_organization(session)
@@ -89,7 +94,8 @@ async def create_key_for_environment(session: AsyncSession, environment_name: st
         raise NotFoundError("No organization yet: run `herald bootstrap` first")
     environment = await repository.get_environment_by_name(organization.id, environment_name)
     if environment is None:
-        raise NotFoundError(f"Environment {environment_name} not found")
+        known = ", ".join(env.name for env in await repository.list_environments(organization.id))
+        raise NotFoundError(f"Environment {environment_name} not found (environments: {known})")
     return environment, await create_api_key(session, environment)
 
 

@@ -108,7 +108,7 @@ class Subscriber(Schema):
     subscriberId: str
     organization_id: str = Field(alias="_organizationId")
     environment_id: str = Field(alias="_environmentId")
-    deleted: bool = False
+    deleted: bool
     createdAt: str
     updatedAt: str
 

@@ -5,7 +5,17 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, ConfigDict, Field, PlainValidator, WithJsonSchema, field_validator
+from pydantic import (
+    AliasChoices,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    PlainValidator,
+    TypeAdapter,
+    WithJsonSchema,
+    field_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import PydanticCustomError
 
 from herald.integrations.schemas import StepFilter
@@ -50,11 +60,19 @@ PositiveNumber = Annotated[
     PlainValidator(lambda value: _number(value, positive=True)),
     WithJsonSchema({"type": "number", "exclusiveMinimum": 0}),
 ]
-NonNegativeNumber = Annotated[
-    float | int,
-    PlainValidator(lambda value: _number(value, positive=False)),
-    WithJsonSchema({"type": "number", "minimum": 0}),
-]
+def _interval(value: Any) -> int:
+    """A timed digest's ``amount``: how many ``unit``s between two runs, so a whole number."""
+    number = _number(value, positive=False)
+    if isinstance(number, float):
+        if not number.is_integer():
+            raise PydanticCustomError("whole_number", "must be a whole number of at least 1")
+        number = int(number)
+    if number < 1:
+        raise PydanticCustomError("whole_number", "must be a whole number of at least 1")
+    return number
+
+
+Interval = Annotated[int, PlainValidator(_interval), WithJsonSchema({"type": "integer", "minimum": 1})]
 
 
 class _Strict(Schema):
@@ -64,9 +82,16 @@ class _Strict(Schema):
 
 
 class TimedConfig(_Strict):
-    atTime: str | None = Field(default=None, description='Time of day, "HH:MM" (24-hour, UTC)')
+    atTime: str | None = Field(
+        default=None,
+        description=(
+            'Time of day, "HH:MM" (24-hour), in the subscriber\'s timezone (UTC when the subscriber has none)'
+        ),
+    )
     weekDays: list[WeekDay] | None = None
-    monthDays: list[str] | None = Field(default=None, description='Days of the month, "1" to "31"')
+    monthDays: list[str] | None = Field(
+        default=None, description='Days of the month, "1" to "31", or "-1" for the last day of each month'
+    )
     ordinal: Ordinal | None = None
     ordinalValue: OrdinalValue | None = None
     monthlyType: Literal["each", "on"] | None = None
@@ -87,8 +112,8 @@ class TimedConfig(_Strict):
         days: list[Any] = []
         for item in value:
             day = str(item) if isinstance(item, int) and not isinstance(item, bool) else item
-            if not isinstance(day, str) or not day.isdigit() or not 1 <= int(day) <= 31:
-                raise PydanticCustomError("month_day", 'each day must be "1" to "31"')
+            if not isinstance(day, str) or not re.fullmatch(r"-?\d{1,2}", day) or not (1 <= int(day) <= 31 or day == "-1"):
+                raise PydanticCustomError("month_day", 'each day must be "1" to "31", or "-1" for the last day')
             days.append(str(int(day)))
         return days
 
@@ -113,7 +138,7 @@ class DigestRegularMetadata(_Strict):
 
 class DigestTimedMetadata(_Strict):
     type: Literal["timed"]
-    amount: NonNegativeNumber | None = None
+    amount: Interval | None = Field(default=None, description="Run every amount units (default 1)")
     unit: TimeUnit | None = None
     digestKey: str | None = None
     timed: TimedConfig | None = None
@@ -128,6 +153,28 @@ class DelayRegularMetadata(_Strict):
 class DelayScheduledMetadata(_Strict):
     type: Literal["scheduled"]
     delayPath: str = Field(min_length=1, description="Payload key holding the ISO 8601 time to wait for")
+
+
+StepMetadata = DigestRegularMetadata | DigestTimedMetadata | DelayRegularMetadata | DelayScheduledMetadata
+
+
+class DocumentedAs:
+    """Document a field as ``documented`` while it is validated as its own (looser) type.
+
+    Step metadata is checked by the service against the step's type (a digest
+    takes regular, backoff or timed; a delay regular or scheduled), with
+    messages that name the step; pydantic alone cannot know the step's type.
+    The OpenAPI document still shows the four kinds the spec lists.
+    """
+
+    def __init__(self, documented: Any) -> None:
+        self._adapter: TypeAdapter[Any] = TypeAdapter(documented)
+
+    def __get_pydantic_json_schema__(self, _core_schema: Any, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return handler(self._adapter.core_schema)
+
+
+MetadataField = Annotated[dict[str, Any], DocumentedAs(StepMetadata)]
 
 
 class ReplyCallback(Schema):
@@ -151,15 +198,15 @@ class _Open(Schema):
     model_config = ConfigDict(extra="allow", populate_by_name=True, serialize_by_alias=True)
 
 
-class EmailBlockStyles(_Open):
+class TemplateEmailBlockStyles(_Open):
     textAlign: Literal["center", "left", "right"]
 
 
-class EmailBlock(_Open):
+class TemplateEmailBlock(_Open):
     type: Literal["button", "text"]
     content: str
     url: str | None = None
-    styles: EmailBlockStyles | None = None
+    styles: TemplateEmailBlockStyles | None = None
 
 
 class TemplateVariable(_Open):
@@ -169,25 +216,25 @@ class TemplateVariable(_Open):
     defaultValue: Any = None
 
 
-class MessageCtaData(_Open):
+class TemplateMessageCtaData(_Open):
     url: str | None = None
 
 
-class MessageButton(_Open):
+class TemplateMessageButton(_Open):
     type: Literal["primary", "secondary"]
     content: str
     resultContent: str | None = None
 
 
-class MessageCtaAction(_Open):
+class TemplateMessageCtaAction(_Open):
     status: Literal["pending", "done"] | None = None
-    buttons: list[MessageButton] | None = None
+    buttons: list[TemplateMessageButton] | None = None
 
 
-class MessageCta(_Open):
+class TemplateMessageCta(_Open):
     type: Literal["redirect"] | None = None
-    data: MessageCtaData | None = None
-    action: MessageCtaAction | None = None
+    data: TemplateMessageCtaData | None = None
+    action: TemplateMessageCtaAction | None = None
 
 
 class MessageTemplate(_Open):
@@ -196,11 +243,11 @@ class MessageTemplate(_Open):
     type: str = Field(description="One of in_app, email, sms, chat, push, digest, delay")
     name: str | None = None
     subject: str | None = None
-    content: str | list[EmailBlock] | None = Field(
+    content: str | list[TemplateEmailBlock] | None = Field(
         default=None, description="A string; for email also an array of blocks (contentType editor)"
     )
     contentType: Literal["editor", "customHtml"] | None = None
-    cta: MessageCta | None = None
+    cta: TemplateMessageCta | None = None
     title: str | None = None
     senderName: str | None = None
     preheader: str | None = None
@@ -232,7 +279,7 @@ class StepVariantRequest(RequestSchema):
     shouldStopOnFail: bool | None = Field(default=None, description="Default false")
     template: MessageTemplate
     filters: list[StepFilter] | None = None
-    metadata: dict[str, Any] | None = Field(
+    metadata: MetadataField | None = Field(
         default=None,
         description=(
             "Required for digest steps ({type: regular|backoff|timed, amount, unit, ...}) and delay steps "
@@ -315,7 +362,7 @@ class NotificationTriggerVariable(Schema):
 
 
 class NotificationTrigger(Schema):
-    type: Literal["event"] = "event"
+    type: Literal["event"]
     identifier: str
     variables: list[NotificationTriggerVariable]
     subscriberVariables: list[NotificationTriggerVariable] = Field(default_factory=list)
@@ -333,7 +380,7 @@ class NotificationStepVariant(Schema):
     template: dict[str, Any]
     filters: list[StepFilter] = Field(default_factory=list)
     parent_id: str = optional_field(alias="_parentId")
-    metadata: dict[str, Any] = optional_field()
+    metadata: MetadataField = optional_field()
     replyCallback: ReplyCallback = optional_field()
 
 

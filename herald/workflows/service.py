@@ -62,7 +62,12 @@ SYSTEM_NAMESPACES = frozenset({"subscriber", "actor", "step", "branding", "tenan
 # with, and helpers such as groupBy) renders its body against something else,
 # so bare names inside it are not payload keys.
 _CONTEXT_KEEPING_BLOCKS = frozenset({"if", "unless"})
-_MUSTACHE = re.compile(r"\{\{\{?(.*?)\}?\}\}", re.DOTALL)
+# An output ({{ ... }}, Handlebars or Liquid) or a Liquid tag ({% ... %}).
+_MUSTACHE_OR_TAG = re.compile(r"\{\{\{?(.*?)\}?\}\}|\{%-?(.*?)-?%\}", re.DOTALL)
+# {% for item in payload.items limit: 3 %}: the loop variable and the collection.
+_LIQUID_LOOP = re.compile(r"^(?:for|tablerow)\s+([A-Za-z_][\w-]*)\s+in\s+(.*?)(?:\s+(?:limit|offset|cols)\s*:.*|\s+reversed\b.*)?$", re.DOTALL)
+_LIQUID_ASSIGN = re.compile(r"^assign\s+([A-Za-z_][\w-]*)\s*=\s*(.*)$", re.DOTALL)
+_LIQUID_WORDS = frozenset({"and", "or", "contains", "blank", "empty", "nil"})
 _TOKEN = re.compile(r'"[^"]*"|\'[^\']*\'|[()]|[^\s()]+')
 _PATH = re.compile(r"^[A-Za-z_$][\w$-]*(?:\.[\w$-]+)*$")
 _LITERALS = frozenset({"true", "false", "null", "undefined", "this"})
@@ -135,30 +140,79 @@ def _parse_mustache(expression: str) -> tuple[str, str | None, list[str]]:
     return kind, None, _argument_paths(tokens)
 
 
+def _liquid_tag(tag: str) -> tuple[str, str | None, list[str]]:
+    """Split one Liquid tag into (name, the variable it defines, the data paths it reads)."""
+    text = tag.strip()
+    name = text.split(None, 1)[0] if text else ""
+    loop = _LIQUID_LOOP.match(text)
+    if loop:
+        return name, loop.group(1), _liquid_paths(loop.group(2))
+    assign = _LIQUID_ASSIGN.match(text)
+    if assign:
+        return name, assign.group(1), _liquid_paths(assign.group(2).split("|", 1)[0])
+    if name in ("capture", "increment", "decrement"):
+        defined = text.split(None, 1)[1].strip() if len(text.split(None, 1)) > 1 else None
+        return name, defined, []
+    if name in ("if", "elsif", "unless", "case", "when"):
+        return name, None, _liquid_paths(text[len(name) :])
+    return name, None, []
+
+
+def _liquid_paths(expression: str) -> list[str]:
+    tokens = [token.rstrip(",") for token in re.split(r"[\s()]+|\.\.", expression) if token]
+    return [token for token in _argument_paths(tokens) if token not in _LIQUID_WORDS]
+
+
 def variables_in_text(text: str) -> TemplateVariables:
-    """The payload and subscriber variables a Handlebars (or simple Liquid) text uses.
+    """The payload and subscriber variables a Handlebars or Liquid text uses.
 
     ``{{payload.order.id}}`` and a bare ``{{name}}`` (Novu v1's form) are
     payload variables ``order.id`` and ``name``; ``{{subscriber.firstName}}``
     is the subscriber variable ``firstName``; other system namespaces (actor,
-    step, branding, tenant) are filled by the renderer and left out.
+    step, branding, tenant) are filled by the renderer and left out. Names a
+    Liquid template defines itself (``{% for e in step.events %}``'s ``e``,
+    ``assign``, ``capture``) are not variables either.
     """
     payload: dict[str, None] = {}
     subscriber: dict[str, None] = {}
-    scopes: list[tuple[str, bool]] = []  # (block name, keeps context)
-    for match in _MUSTACHE.finditer(text):
-        kind, name, paths = _parse_mustache(match.group(1))
-        if kind == "close":
-            for index in range(len(scopes) - 1, -1, -1):
-                if scopes[index][0] == name:
-                    del scopes[index:]
-                    break
-            continue
-        if kind == "skip":
-            continue
+    scopes: list[tuple[str, bool]] = []  # Handlebars blocks: (block name, keeps context)
+    loops: list[set[str]] = []  # Liquid loops: the names each defines
+    assigned: set[str] = set()  # Liquid assign/capture: defined for the rest of the text
+    skipping_until: str | None = None  # inside {% comment %} or {% raw %}
+    for match in _MUSTACHE_OR_TAG.finditer(text):
+        if match.group(2) is not None:
+            name, defined, paths = _liquid_tag(match.group(2))
+            if skipping_until is not None:
+                if name == skipping_until:
+                    skipping_until = None
+                continue
+            if name in ("comment", "raw"):
+                skipping_until = "end" + name
+                continue
+            if name in ("endfor", "endtablerow"):
+                if loops:
+                    loops.pop()
+                continue
+            kind = "value"
+        else:
+            if skipping_until is not None:
+                continue
+            kind, name, paths = _parse_mustache(match.group(1))
+            defined = None
+            if kind == "close":
+                for index in range(len(scopes) - 1, -1, -1):
+                    if scopes[index][0] == name:
+                        del scopes[index:]
+                        break
+                continue
+            if kind == "skip":
+                continue
+        local = assigned.union(*loops)
         in_other_context = any(not keeps for _, keeps in scopes)
         for path in paths:
             head, _, rest = path.partition(".")
+            if head in local:
+                continue
             if head == "payload":
                 if rest:
                     payload.setdefault(rest)
@@ -169,7 +223,12 @@ def variables_in_text(text: str) -> TemplateVariables:
                 continue
             else:
                 payload.setdefault(path)
-        if kind == "open" and name is not None:
+        if match.group(2) is not None:
+            if name in ("for", "tablerow") and defined:
+                loops.append({defined, "forloop", "tablerowloop"})
+            elif defined:
+                assigned.add(defined)
+        elif kind == "open" and name is not None:
             scopes.append((name, name in _CONTEXT_KEEPING_BLOCKS))
     return TemplateVariables(list(payload), list(subscriber))
 
@@ -269,6 +328,11 @@ def _check_metadata(step_type: str, metadata: dict[str, Any] | None, loc: Loc) -
         for field in ("backoffAmount", "backoffUnit"):
             if getattr(parsed, field) is None:
                 errors.append(_error((*loc, field), "is required", missing=True))
+    # Calendar months are counted whole (the engine cannot add 1.5 months).
+    for amount_field, unit_field in (("amount", "unit"), ("backoffAmount", "backoffUnit")):
+        amount, unit = getattr(parsed, amount_field, None), getattr(parsed, unit_field, None)
+        if unit == "months" and isinstance(amount, float) and not amount.is_integer():
+            errors.append(_error((*loc, amount_field), "must be a whole number when the unit is months", amount))
     if isinstance(parsed, DigestTimedMetadata) and parsed.timed is not None and parsed.timed.monthlyType == "on":
         for field in ("ordinal", "ordinalValue"):
             if getattr(parsed.timed, field) is None:

@@ -47,6 +47,7 @@ async def test_unknown_workflow_is_422(api: httpx.AsyncClient) -> None:
     response = await api.post("/v1/events/trigger", json={"name": "nope", "to": "ada"})
     body = assert_error(response, 422, "workflow_not_found")
     assert body["error"] == "Unprocessable Entity"
+    assert body["errors"] == {"general": {"messages": ["workflow_not_found"], "value": None}}
 
 
 async def test_workflow_of_another_environment_is_not_found(api: httpx.AsyncClient, production_api: httpx.AsyncClient) -> None:
@@ -121,7 +122,9 @@ async def test_all_invalid_recipients(api: httpx.AsyncClient, app: FastAPI, tena
     assert result["status"] == "invalid_recipients"
     assert len(result["error"]) == 3
     assert any("subscriberId under property to is not configured" in e for e in result["error"])
-    assert any("Topic with key missing-topic not found" in e for e in result["error"])
+    # Each reason names the recipient's place in ``to``, the topic's too.
+    assert [reason.split(":", 1)[0] for reason in result["error"]] == ["to[0]", "to[1]", "to[2]"]
+    assert result["error"][2] == "to[2]: Topic with key missing-topic not found in current environment"
     assert await events_for(app, tenancy.environment_id, result["transactionId"]) == []
 
 

@@ -191,3 +191,60 @@ async def test_set_primary_answers_200_to_novus_generated_sdks(api: httpx.AsyncC
     assert response.json()["data"]["primary"] is True
     plain = await api.post(f"/v1/integrations/{integration['_id']}/set-primary")
     assert plain.status_code == 201
+
+
+async def test_concurrent_set_primary_calls_leave_one_primary(api: httpx.AsyncClient) -> None:
+    """Inactive integrations of a channel with no active one: nothing to lock but the channel itself."""
+    import asyncio
+
+    integrations = [await create_integration(api, channel="chat", providerId="slack") for _ in range(5)]
+    responses = await asyncio.gather(
+        *(api.post(f"/v1/integrations/{item['_id']}/set-primary") for item in integrations)
+    )
+    assert [response.status_code for response in responses] == [201] * 5, [r.text for r in responses]
+    listed = (await api.get("/v1/integrations")).json()["data"]
+    assert sum(1 for item in listed if item["channel"] == "chat" and item["primary"]) == 1
+
+
+async def test_update_and_delete_of_foreign_ids_are_404(
+    api: httpx.AsyncClient, production_api: httpx.AsyncClient, other_org_api: httpx.AsyncClient
+) -> None:
+    integration = await create_integration(api)
+    message = f"Integration with id {integration['_id']} not found"
+    for client in (production_api, other_org_api):
+        assert_error(await client.put(f"/v1/integrations/{integration['_id']}", json={"name": "x"}), 404, message)
+        assert_error(await client.delete(f"/v1/integrations/{integration['_id']}"), 404, message)
+    # Untouched by either.
+    [listed] = [item for item in (await api.get("/v1/integrations")).json()["data"] if item["_id"] == integration["_id"]]
+    assert listed["name"] == integration["name"] and listed["deleted"] is False
+
+
+async def test_secrets_stored_under_another_secret_key_are_a_clear_500(
+    api: httpx.AsyncClient, app, tenancy: Tenancy, caplog: pytest.LogCaptureFixture
+) -> None:
+    from dataclasses import replace
+
+    from herald.app import create_app
+    from tests.conftest import make_client
+
+    readable = await create_integration(api, active=True)
+    sealed = await create_integration(api, providerId="mailgun", credentials={"apiKey": "key-1", "domain": "mg.example.com"})
+    # The same store, served with another HERALD_SECRET_KEY.
+    rekeyed = create_app(replace(app.state.settings, secret_key="another-secret-key"))
+    try:
+        async with make_client(rekeyed, tenancy.api_key) as client:
+            response = await client.get("/v1/integrations")
+            body = assert_error(response, 500)
+            assert "HERALD_SECRET_KEY differs from the key they were stored with" in body["message"]
+            assert readable["_id"] in body["message"] and sealed["_id"] in body["message"]
+            assert body["errorId"] in caplog.text
+            assert_error(await client.get("/v1/integrations/active"), 500)
+            # Sending an integration's credentials again makes it readable under the new key.
+            for item in (readable, sealed):
+                fixed = await client.put(f"/v1/integrations/{item['_id']}", json={"credentials": {"apiKey": "new"}})
+                assert fixed.status_code == 200, fixed.text
+            listed = await client.get("/v1/integrations")
+            assert listed.status_code == 200
+            assert {item["credentials"]["apiKey"] for item in listed.json()["data"]} == {"new"}
+    finally:
+        await rekeyed.state.engine.dispose()

@@ -20,11 +20,17 @@ async def test_validation_error_names_each_field(api: httpx.AsyncClient) -> None
     assert body["errors"]["channel"]["value"] == 5
 
 
+async def test_a_body_that_is_not_json_is_shown_as_text(api: httpx.AsyncClient) -> None:
+    body = b'{"providerId": "sendgrid", "channel": "email"}'
+    response = await api.post("/v1/integrations", content=body, headers={"content-type": "text/plain"})
+    errors = assert_error(response, 422, "Validation Error")["errors"]
+    assert errors["general"]["value"] == body.decode()
+
+
 async def test_unexpected_failure_is_500_with_error_id(app, tenancy, caplog) -> None:
     from fastapi import APIRouter
 
     from herald.app import create_app
-    from tests.conftest import make_client
 
     # A separate app, so the route added here never reaches the shared app's OpenAPI document.
     failing = create_app(app.state.settings)
@@ -34,15 +40,29 @@ async def test_unexpected_failure_is_500_with_error_id(app, tenancy, caplog) -> 
     async def boom() -> None:
         raise RuntimeError("boom")
 
+    @router.post("/v1/test-boom-post")
+    async def boom_post() -> None:
+        raise RuntimeError("boom")
+
     failing.include_router(router)
+    # raise_app_exceptions: the failure must be answered, not re-raised to the server (which
+    # would log it a second time, as a traceback without the errorId).
+    transport = httpx.ASGITransport(app=failing, raise_app_exceptions=True)
     try:
-        async with make_client(failing, tenancy.api_key) as client:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://herald.test", headers={"Authorization": f"ApiKey {tenancy.api_key}"}
+        ) as client:
             response = await client.get("/v1/test-boom")
+            # With an idempotency key the request goes through the idempotency middleware too.
+            posted = await client.post("/v1/test-boom-post", json={}, headers={"idempotency-key": "boom"})
     finally:
         await failing.state.engine.dispose()
     body = assert_error(response, 500)
-    assert body["errorId"]
-    assert body["errorId"] in caplog.text
+    assert body["message"] == "Internal server error, contact support and provide them with the errorId"
+    # One log line for it: the errorId with the traceback.
+    [logged] = [record for record in caplog.records if body["errorId"] in record.getMessage()]
+    assert logged.exc_info is not None and "boom" in str(logged.exc_info[1])
+    assert assert_error(posted, 500)["errorId"]
 
 
 async def test_nul_characters_are_refused_on_every_store(api: httpx.AsyncClient) -> None:

@@ -45,7 +45,8 @@ async def test_same_key_other_body_is_422(api: httpx.AsyncClient) -> None:
     response = await api.post(
         "/v1/integrations", json={"providerId": "mailgun", "channel": "email"}, headers={"idempotency-key": key}
     )
-    assert_error(response, 422, f'Request with key "{key}" is being reused for a different body')
+    message = f'Request with key "{key}" is being reused for a different body'
+    assert assert_error(response, 422, message)["errors"] == {"general": {"messages": [message], "value": None}}
 
 
 async def test_key_too_long_is_400(api: httpx.AsyncClient) -> None:

@@ -220,6 +220,15 @@ async def test_mark_as_ignores_ids_that_are_not_the_subscribers(
         assert row is not None
         assert (row.read, row.seen, row.last_read_date, row.updated_at) == (False, False, None, foreign.updated_at)
 
+    # Only in-app messages have inbox state: the subscriber's email is left alone.
+    email = await insert_in_app_message(app, subscriber, channel="email", content=None)
+    response = await api.post(
+        f"/v1/subscribers/{subscriber['subscriberId']}/messages/mark-as", json={"messageId": [email.id, own.id], "markAs": "seen"}
+    )
+    assert [m["_id"] for m in response.json()["data"]] == [own.id]
+    row = await stored(app, email.id)
+    assert (row.read, row.seen, row.updated_at) == (False, False, email.updated_at)
+
     only_foreign = await api.post(
         f"/v1/subscribers/{subscriber['subscriberId']}/messages/mark-as",
         json={"messageId": of_other_subscriber.id, "markAs": "read"},
@@ -300,10 +309,10 @@ async def test_message_has_the_spec_fields_and_types(api: httpx.AsyncClient, app
         {"type": "text", "content": "Hello", "styles": {"textAlign": "left"}},
         {"type": "button", "content": "Open", "url": "https://example.com"},
     ]
+    # Every field set, even those other channels use (mark-as answers in-app messages only).
     full = await insert_in_app_message(
         app,
         subscriber,
-        channel="email",
         content=content,
         cta=cta,
         payload={"order": 1},

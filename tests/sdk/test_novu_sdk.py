@@ -101,3 +101,21 @@ async def test_sdk_reads_the_inbox_feed_the_engine_made(
     [item] = feed.data
     assert item.content == "Hello Ada"
     assert item.read is False and item.archived is False
+
+
+async def test_sdk_reads_a_refused_trigger_as_its_validation_error(server_url: str, tenancy: Tenancy) -> None:
+    """Every 422 carries ``errors``, so the SDK raises its typed error, not ResponseValidationError."""
+    novu = Novu(secret_key=tenancy.api_key, server_url=server_url)
+
+    def trigger_unknown() -> Exception:
+        try:
+            novu.trigger(trigger_event_request_dto={"workflow_id": "no-such-workflow", "to": "ada"})
+        except Exception as exc:  # the assertion below names what was expected
+            return exc
+        raise AssertionError("the trigger of an unknown workflow was accepted")
+
+    error = await asyncio.to_thread(trigger_unknown)
+    assert isinstance(error, novu_py.models.ValidationErrorDto), repr(error)
+    assert error.data.status_code == 422
+    assert error.data.message == "workflow_not_found"
+    assert error.data.errors["general"].messages == ["workflow_not_found"]

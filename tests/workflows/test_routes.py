@@ -339,7 +339,8 @@ async def test_digest_and_delay_metadata_are_stored(api: httpx.AsyncClient) -> N
         "amount": 1,
         "timed": {"atTime": "09:30", "monthDays": [1, "15"], "monthlyType": "each", "weekDays": ["monday"]},
     }
-    timed_on = {"type": "timed", "timed": {"monthlyType": "on", "ordinal": 2, "ordinalValue": "weekday"}}
+    timed_on = {"type": "timed", "amount": 2.0, "unit": "weeks", "timed": {"monthlyType": "on", "ordinal": 2, "ordinalValue": "weekday"}}
+    last_day = {"type": "timed", "unit": "months", "timed": {"monthDays": ["-1"], "atTime": "18:00"}}
     delay = {"type": "regular", "amount": 2, "unit": "days"}
     scheduled = {"type": "scheduled", "delayPath": "sendAt"}
     workflow = await created(
@@ -349,6 +350,7 @@ async def test_digest_and_delay_metadata_are_stored(api: httpx.AsyncClient) -> N
             step_with("digest", backoff),
             step_with("digest", timed),
             step_with("digest", timed_on),
+            step_with("digest", last_day),
             step_with("delay", delay),
             step_with("delay", scheduled),
             IN_APP_STEP,
@@ -360,9 +362,11 @@ async def test_digest_and_delay_metadata_are_stored(api: httpx.AsyncClient) -> N
     # Month days and ordinals are strings, as the spec types them.
     assert metadata[2]["timed"] == {"atTime": "09:30", "monthDays": ["1", "15"], "monthlyType": "each", "weekDays": ["monday"]}
     assert metadata[3]["timed"] == {"monthlyType": "on", "ordinal": "2", "ordinalValue": "weekday"}
-    assert metadata[4] == delay
-    assert metadata[5] == scheduled
-    assert metadata[6] is None
+    assert metadata[3]["amount"] == 2 and isinstance(metadata[3]["amount"], int)  # every 2 weeks, a whole number
+    assert metadata[4] == last_day
+    assert metadata[5] == delay
+    assert metadata[6] == scheduled
+    assert metadata[7] is None
     # The payload keys the steps read are trigger variables.
     names = [v["name"] for v in workflow["triggers"][0]["variables"]]
     assert names == ["postId", "sendAt", "name"]
@@ -390,6 +394,11 @@ async def test_digest_and_delay_metadata_are_stored(api: httpx.AsyncClient) -> N
         ({"type": "regular", "amount": 5, "unit": "minutes", "backoffAmount": 0, "backoffUnit": "minutes"}, "steps.0.metadata.backoffAmount", "greater than 0"),
         ({"type": "backoff", "amount": 5, "unit": "minutes", "backoffAmount": 1, "backoffUnit": "decades"}, "steps.0.metadata.backoffUnit", None),
         ({"type": "timed", "amount": -1}, "steps.0.metadata.amount", "greater than or equal to 0"),
+        ({"type": "timed", "amount": 1.5, "unit": "days"}, "steps.0.metadata.amount", "must be a whole number of at least 1"),
+        ({"type": "timed", "amount": 0, "unit": "days"}, "steps.0.metadata.amount", "must be a whole number of at least 1"),
+        ({"type": "regular", "amount": 1.5, "unit": "months"}, "steps.0.metadata.amount", "whole number when the unit is months"),
+        ({"type": "backoff", "amount": 1, "unit": "days", "backoffAmount": 0.5, "backoffUnit": "months"}, "steps.0.metadata.backoffAmount", "whole number when the unit is months"),
+        ({"type": "timed", "timed": {"monthDays": ["-2"]}}, "steps.0.metadata.timed.monthDays", '"-1" for the last day'),
         ({"type": "timed", "timed": {"atTime": "25:00"}}, "steps.0.metadata.timed.atTime", '"HH:MM"'),
         ({"type": "timed", "timed": {"atTime": "9am"}}, "steps.0.metadata.timed.atTime", '"HH:MM"'),
         ({"type": "timed", "timed": {"weekDays": ["funday"]}}, "steps.0.metadata.timed.weekDays.0", None),
@@ -424,6 +433,7 @@ async def test_invalid_digest_metadata_is_422(
         ({"type": "regular", "amount": 1}, "steps.0.metadata.unit", "should not be null"),
         ({"type": "regular", "amount": 0, "unit": "minutes"}, "steps.0.metadata.amount", "greater than 0"),
         ({"type": "regular", "amount": 1, "unit": "fortnights"}, "steps.0.metadata.unit", None),
+        ({"type": "regular", "amount": 2.5, "unit": "months"}, "steps.0.metadata.amount", "whole number when the unit is months"),
         ({"type": "regular", "amount": 1, "unit": "minutes", "digestKey": "x"}, "steps.0.metadata.digestKey", "extra inputs"),
         ({"type": "scheduled"}, "steps.0.metadata.delayPath", "should not be null"),
         ({"type": "scheduled", "delayPath": ""}, "steps.0.metadata.delayPath", None),

@@ -43,6 +43,13 @@ from herald.workflows.service import (
         # Liquid filters, as v2 templates write them.
         ("{{ payload.name | upcase }} {{ subscriber.email | default: 'x' }}", ["name"], ["email"]),
         ("{{true}} {{else}} {{ }}", [], []),
+        # Liquid tags: loop variables, assigned and captured names are the template's own.
+        ("{% for e in step.events %}{{e.author}}: {{e.text}} {{forloop.index}}{% endfor %}", [], []),
+        ("{% for item in payload.items limit: 3 reversed %}{{ item.name | upcase }} {{title}}{% endfor %}{{item}}", ["items", "title", "item"], []),
+        ("{%- for n in (1..payload.count) -%}{{n}}{%- endfor -%}", ["count"], []),
+        ("{% assign total = payload.total | plus: 1 %}{{total}} {% capture greeting %}Hi{% endcapture %}{{greeting}}", ["total"], []),
+        ("{% if payload.vip and subscriber.data.tier == 'gold' %}{{perk}}{% elsif other %}{% endif %}", ["vip", "perk", "other"], ["data.tier"]),
+        ("{% comment %}{{secret}}{% endcomment %}{% raw %}{{literal}}{% endraw %}{{shown}}", ["shown"], []),
     ],
 )
 def test_variables_in_text(text: str, payload: list[str], subscriber: list[str]) -> None:

@@ -1,0 +1,155 @@
+"""The ``herald`` command as operators and tooling run it: real processes, exit codes, stdout and stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from herald.kit.db import create_engine, create_sessionmaker
+from herald.organizations.repository import OrganizationRepository
+from herald.organizations.service import hash_api_key
+from tests.fixtures import stores
+from tests.fixtures.processes import HERALD_COMMAND, REPO_ROOT, HeraldProcesses, wait_until
+from tests.fixtures.server import free_port
+
+NEW_KEY_HINT = "`herald keys create --environment NAME` makes a new one"
+
+
+async def _active(url: str, key: str) -> bool:
+    engine = create_engine(url, pool_size=1)
+    try:
+        async with create_sessionmaker(engine)() as session:
+            return await OrganizationRepository(session).find_active_key(hash_api_key(key)) is not None
+    finally:
+        await engine.dispose()
+
+
+async def test_migrate_bootstrap_and_keys(empty_database: stores.TestDatabase, tmp_path: Path) -> None:
+    herald = HeraldProcesses(database_url=empty_database.url, data_dir=tmp_path / "data", log_dir=tmp_path / "logs")
+    herald.migrate()
+    herald.migrate()  # again: nothing to do, no error
+
+    first_run = herald.run_command("bootstrap", "--json")
+    assert first_run.returncode == 0, first_run.stderr
+    first = json.loads(first_run.stdout)
+    assert list(first) == ["organizationId", "environments"]
+    assert [env["name"] for env in first["environments"]] == ["Development", "Production"]
+    for env in first["environments"]:
+        assert list(env) == ["_id", "name", "apiKey"]
+        assert isinstance(env["apiKey"], str) and env["apiKey"]
+    assert NEW_KEY_HINT not in first_run.stderr
+
+    # Idempotent, and the same shape: the keys exist but cannot be shown again.
+    second_run = herald.run_command("bootstrap", "--json")
+    assert second_run.returncode == 0, second_run.stderr
+    assert json.loads(second_run.stdout) == {
+        "organizationId": first["organizationId"],
+        "environments": [{**env, "apiKey": None} for env in first["environments"]],
+    }
+    assert NEW_KEY_HINT in second_run.stderr
+
+    development, production = first["environments"]
+    created = json.loads(herald.run("keys", "create", "--environment", "Production"))
+    assert created["environmentId"] == production["_id"] and created["name"] == "Production"
+    assert created["apiKey"] not in (development["apiKey"], production["apiKey"])
+    assert await _active(empty_database.url, created["apiKey"])
+
+    unknown = herald.run_command("keys", "create", "--environment", "Nope")
+    assert unknown.returncode == 1
+    assert unknown.stdout == ""
+    assert "Environment Nope not found (environments: Development, Production)" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+
+    revoked = herald.run_command("keys", "revoke", created["apiKey"])
+    assert (revoked.returncode, revoked.stderr.strip()) == (0, "revoked")
+    assert not await _active(empty_database.url, created["apiKey"])
+    assert await _active(empty_database.url, production["apiKey"])
+    again = herald.run_command("keys", "revoke", created["apiKey"])
+    assert (again.returncode, again.stderr.strip()) == (1, "no such active key")
+
+
+def _plain_environment(**extra: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("HERALD_")}
+    return {**env, "PYTHONPATH": str(REPO_ROOT), **extra}
+
+
+def test_without_a_secret_key_one_is_generated_into_the_data_folder(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    done = subprocess.run(
+        [*HERALD_COMMAND, "migrate"],
+        cwd=tmp_path,
+        env=_plain_environment(HERALD_DATA_DIR=str(data_dir)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    key_file = data_dir / "secret.key"
+    assert len(key_file.read_text().strip()) >= 32
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    # Logged through the configured format (time, level, logger), not logging's bare fallback.
+    [warning] = [line for line in done.stderr.splitlines() if "HERALD_SECRET_KEY is not set" in line]
+    assert " WARNING herald.config HERALD_SECRET_KEY is not set: generated a new key into " in warning
+    assert str(key_file) in warning
+
+
+def test_dev_smtp_leaves_no_data_folder_behind(tmp_path: Path) -> None:
+    port = free_port()
+    process = subprocess.Popen(
+        [*HERALD_COMMAND, "dev-smtp", "--port", str(port)],
+        cwd=tmp_path,
+        env=_plain_environment(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, "dev-smtp did not start"
+                time.sleep(0.1)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert not (tmp_path / ".herald").exists()
+
+
+
+
+async def test_serve_listens_where_bootstrap_announces(tmp_path: Path) -> None:
+    """``make run``: ``bootstrap --announce`` then ``serve`` without flags, both from HERALD_HOST/HERALD_PORT."""
+    port = free_port()
+    herald = HeraldProcesses(
+        database_url=f"sqlite:///{tmp_path / 'herald.db'}",
+        data_dir=tmp_path / "data",
+        log_dir=tmp_path / "logs",
+        env={"HERALD_HOST": "127.0.0.1", "HERALD_PORT": str(port)},
+    )
+    herald.migrate()
+    announced = herald.run("bootstrap", "--announce")
+    assert f"Docs:      http://127.0.0.1:{port}/docs" in announced
+    server = herald.spawn("serve", "serve", "--no-worker")
+    try:
+
+        async def healthy() -> bool:
+            assert server.alive(), server.describe()
+            try:
+                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=2) as client:
+                    return (await client.get("/v1/health-check")).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        await wait_until(healthy, timeout=30, what="herald serve on HERALD_PORT", describe=server.describe)
+    finally:
+        herald.stop_all()

@@ -1,0 +1,59 @@
+"""The schema history: a database made by an earlier revision upgrades cleanly."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import insert, select, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from herald.kit.db import create_engine
+from herald.migrations import upgrade_async
+from herald.models import Integration
+from tests.fixtures import stores
+
+
+def _integration(id_: str, channel: str, priority: int, *, primary: bool = True, deleted: bool = False) -> dict[str, Any]:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    return {
+        "id": id_, "environment_id": "env", "organization_id": "org", "provider_id": "p", "channel": channel,
+        "name": id_, "identifier": id_, "credentials": {}, "conditions": [], "active": True, "primary": primary,
+        "priority": priority, "deleted": deleted, "created_at": at, "updated_at": at,
+    }
+
+
+async def _insert(engine: AsyncEngine, *rows: dict[str, Any]) -> None:
+    async with engine.begin() as connection:
+        for row in rows:
+            await connection.execute(insert(Integration.__table__).values(**row))
+
+
+async def test_a_0001_database_upgrades_and_keeps_one_primary_per_channel(empty_database: stores.TestDatabase) -> None:
+    await upgrade_async(empty_database.url, "0001")
+    engine = create_engine(empty_database.url, pool_size=1)
+    try:
+        # Two email primaries, as a race could leave them before 0002.
+        await _insert(
+            engine, _integration("email-low", "email", 1), _integration("email-high", "email", 2), _integration("sms", "sms", 1)
+        )
+        await upgrade_async(empty_database.url)
+        await upgrade_async(empty_database.url)  # a second run is harmless
+        async with engine.connect() as connection:
+            primaries = await connection.execute(
+                select(Integration.id).where(Integration.primary.is_(True)).order_by(Integration.id)
+            )
+            assert list(primaries.scalars()) == ["email-high", "sms"]
+            version = (await connection.execute(text("SELECT version_num FROM alembic_version"))).scalar_one()
+            assert version == "0002"
+        # From now on the store itself refuses a second primary in a channel...
+        with pytest.raises(IntegrityError):
+            await _insert(engine, _integration("email-again", "email", 3))
+        # ...and counts neither deleted nor non-primary rows.
+        await _insert(
+            engine, _integration("email-plain", "email", 0, primary=False), _integration("gone", "email", 0, deleted=True)
+        )
+    finally:
+        await engine.dispose()

@@ -289,24 +289,48 @@ class EngineRepository:
             or 0
         )
 
-    async def promote_merged(self, master: Job) -> Job | None:
-        """A canceled digest hands its role to the oldest event merged into it."""
+    async def promote_merged(self, master: Job) -> tuple[Job, int] | None:
+        """Hand a canceled digest's role to the oldest job merged into it (Novu's ``assignNextDigestJob``).
+
+        The heir opens the digest in the master's place: delayed until the
+        same time, with the other merged jobs now merged into it and its own
+        later steps (merged along with it) waiting again. The master must
+        already be canceled (one open digest per key). Returns the heir and
+        how many other jobs merge into it, or None when nothing was merged.
+        """
         heir = (
             await self.session.execute(
                 select(Job)
                 .where(Job.merged_into == master.id, Job.status == "merged")
                 .order_by(Job.created_at, Job.id)
                 .limit(1)
+                .with_for_update()
             )
         ).scalar_one_or_none()
         if heir is None:
             return None
-        await self.session.execute(
+        moved = await self.session.execute(
             update(Job)
             .where(Job.merged_into == master.id, Job.status == "merged", Job.id != heir.id)
-            .values(merged_into=heir.id)
+            .values(merged_into=heir.id),
+            execution_options={"synchronize_session": False},
         )
-        return heir
+        now = utcnow()
+        heir.status = "delayed"
+        heir.run_at = master.run_at
+        heir.merged_into = None
+        heir.locked_until = None
+        heir.attempts = 0
+        heir.data = {**(heir.data or {}), "digest_open": True}
+        heir.updated_at = now
+        await self.session.flush()  # the open-digest index speaks here
+        await self.session.execute(
+            update(Job)
+            .where(Job.notification_id == heir.notification_id, Job.step_index > heir.step_index, Job.status == "merged")
+            .values(status="pending", updated_at=now),
+            execution_options={"synchronize_session": False},
+        )
+        return heir, int(moved.rowcount or 0)  # type: ignore[attr-defined]
 
     # Integrations and messages --------------------------------------------------
 

@@ -41,6 +41,11 @@ SUBSCRIBER_COLUMNS = {
 }
 
 
+# Rows per multi-row INSERT and values per IN list: PostgreSQL (asyncpg) takes
+# at most 32,767 parameters per statement, and a subscriber row has about ten.
+CHUNK_ROWS = 1000
+
+
 class EngineRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -83,16 +88,12 @@ class EngineRepository:
         if not entries:
             return {}
         wanted = {entry["subscriberId"]: entry for entry in entries}
-        existing = {
-            row.subscriber_id: row
-            for row in (
-                await self.session.execute(
-                    select(Subscriber).where(
-                        Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(list(wanted))
-                    )
-                )
-            ).scalars()
-        }
+        existing: dict[str, Subscriber] = {}
+        for chunk in _chunks(list(wanted), CHUNK_ROWS):
+            result = await self.session.execute(
+                select(Subscriber).where(Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(chunk))
+            )
+            existing.update((row.subscriber_id, row) for row in result.scalars())
         integrations = await self._channel_integrations(environment_id, entries)
 
         def channels_of(subscriber_id: str, current: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -132,14 +133,18 @@ class EngineRepository:
                 for entry in missing
             ]
             # Another worker may create the same subscriber at the same moment.
-            await self.session.execute(self._insert(Subscriber).values(_uniform(rows)).on_conflict_do_nothing())
+            for chunk in _chunks(_uniform(rows), CHUNK_ROWS):
+                await self.session.execute(self._insert(Subscriber.__table__).on_conflict_do_nothing(), chunk)
         await self.session.flush()
-        ids = await self.session.execute(
-            select(Subscriber.subscriber_id, Subscriber.id).where(
-                Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(list(wanted))
+        ids: dict[str, str] = {}
+        for chunk in _chunks(list(wanted), CHUNK_ROWS):
+            result = await self.session.execute(
+                select(Subscriber.subscriber_id, Subscriber.id).where(
+                    Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(chunk)
+                )
             )
-        )
-        return {subscriber_id: internal_id for subscriber_id, internal_id in ids.all()}
+            ids.update((subscriber_id, internal_id) for subscriber_id, internal_id in result.all())
+        return ids
 
     async def _channel_integrations(self, environment_id: str, entries: Sequence[dict[str, Any]]) -> list[Integration]:
         """The active integrations (newest first) of the providers the entries' channels name."""
@@ -179,22 +184,36 @@ class EngineRepository:
             )
         ).scalar_one_or_none()
 
-    async def topic_ids(self, environment_id: str, keys: Iterable[str]) -> list[str]:
+    async def topics_by_key(self, environment_id: str, keys: Iterable[str]) -> dict[str, str]:
+        """Topic key → topic id, for the keys that name a topic of the environment."""
         keys = list(keys)
         if not keys:
-            return []
+            return {}
         result = await self.session.execute(
-            select(Topic.id).where(Topic.environment_id == environment_id, Topic.key.in_(keys)).order_by(Topic.id)
+            select(Topic.key, Topic.id).where(Topic.environment_id == environment_id, Topic.key.in_(keys))
         )
-        return list(result.scalars())
+        return {key: topic_id for key, topic_id in result.all()}
 
     async def topic_members_after(
-        self, topic_ids: Sequence[str], after: str, limit: int
+        self, excluded_by_topic: dict[str, Sequence[str]], after: str, limit: int
     ) -> list[tuple[str, str]]:
-        """(internal id, subscriberId) of topic members, in id order, after a cursor."""
+        """(internal id, subscriberId) of the members of these topics, in id order, after a cursor.
+
+        ``excluded_by_topic`` maps each topic id to the subscriberIds its
+        ``exclude`` list leaves out of that topic only: a member left out of
+        one topic is still reached through another that does not exclude it.
+        """
+        if not excluded_by_topic:
+            return []
+        membership = [
+            (TopicSubscriber.topic_id == topic_id) & TopicSubscriber.external_subscriber_id.not_in(list(excluded))
+            if excluded
+            else TopicSubscriber.topic_id == topic_id
+            for topic_id, excluded in excluded_by_topic.items()
+        ]
         result = await self.session.execute(
             select(TopicSubscriber.subscriber_id, TopicSubscriber.external_subscriber_id)
-            .where(TopicSubscriber.topic_id.in_(list(topic_ids)), TopicSubscriber.subscriber_id > after)
+            .where(or_(*membership), TopicSubscriber.subscriber_id > after)
             .distinct()
             .order_by(TopicSubscriber.subscriber_id)
             .limit(limit)
@@ -216,17 +235,16 @@ class EngineRepository:
         """Insert notifications, skipping subscribers an event already has; returns (id, subscriber_id, event_id) inserted."""
         if not rows:
             return []
+        table = Notification.__table__
         result = await self.session.execute(
-            self._insert(Notification)
-            .values(rows)
-            .on_conflict_do_nothing()
-            .returning(Notification.id, Notification.subscriber_id, Notification.event_id)
+            self._insert(table).on_conflict_do_nothing().returning(table.c.id, table.c.subscriber_id, table.c.event_id),
+            rows,
         )
         return [(row[0], row[1], row[2]) for row in result.all()]
 
     async def insert_jobs(self, rows: list[dict[str, Any]]) -> None:
         if rows:
-            await self.session.execute(self._insert(Job).values(rows))
+            await self.session.execute(self._insert(Job.__table__), rows)
 
     async def add_details(self, details: Sequence[ExecutionDetail]) -> None:
         self.session.add_all(details)
@@ -372,6 +390,10 @@ class EngineRepository:
         self.session.add(message)
         await self.session.flush()
         return message
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

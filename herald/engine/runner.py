@@ -147,6 +147,9 @@ class JobRunner:
                 job.run_at = now
                 job.locked_until = None
                 job.updated_at = now
+                # A committed batch is progress, not a failed attempt: only
+                # failures in a row use up the attempts of a long expansion.
+                job.attempts = 0
                 if done:
                     await EngineRepository(session).add_details([expansion_detail(job, progress[job.id])])
             await queue.wake_workers(session)

@@ -271,6 +271,15 @@ def _finish(job: Job, data: dict[str, Any], created: int) -> ExpansionProgress:
     return ExpansionProgress(done=True, created=created)
 
 
+def expansion_failed_detail(job: Job, reason: str) -> str:
+    """What an expansion that will not be tried again says: why, and how far it got."""
+    made = (job.data or {}).get("created", 0)
+    return (
+        f"Trigger expansion failed for good after {job.attempts} attempts: {reason}; "
+        f"{made} notifications were made before it stopped, the rest of the audience was not reached"
+    )
+
+
 def expansion_detail(job: Job, progress: ExpansionProgress) -> ExecutionDetail:
     total = (job.data or {}).get("created", 0)
     return ExecutionDetail(

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -250,14 +250,19 @@ class EngineRepository:
         self.session.add_all(details)
 
     async def digest_result_before(self, notification_id: str, step_index: int) -> dict[str, Any] | None:
-        """What the nearest digest step before this one collected (events, total_count)."""
+        """What the nearest digest step before this one collected (events, total_count).
+
+        A closed digest is ``completed``; a backoff digest that let its event
+        straight through is ``skipped`` with that one event as its result (a
+        digest skipped by its filters has none).
+        """
         return await self.session.scalar(
             select(Job.result)
             .where(
                 Job.notification_id == notification_id,
                 Job.step_type == "digest",
                 Job.step_index < step_index,
-                Job.status == "completed",
+                Job.status.in_(("completed", "skipped")),
             )
             .order_by(Job.step_index.desc())
             .limit(1)
@@ -369,27 +374,34 @@ class EngineRepository:
         result = await self.session.execute(select(Message).where(Message.job_id == job_id))
         return {message.delivery_key: message for message in result.scalars()}
 
-    async def message_keys_of_jobs(self, job_ids: Sequence[str]) -> set[tuple[str, str]]:
-        """(job id, delivery key) of the messages these jobs already made."""
-        if not job_ids:
-            return set()
-        result = await self.session.execute(
-            select(Message.job_id, Message.delivery_key).where(Message.job_id.in_(list(job_ids)))
-        )
-        return {(row[0], row[1]) for row in result.all()}
+    async def save_messages(self, messages: Sequence[Message]) -> None:
+        """Store step messages, one per (job, delivery key), in the session's transaction.
 
-    async def save_message(self, message: Message) -> Message:
-        """Insert, or return the message this job already made under the same delivery key."""
-        existing = (
-            await self.session.execute(
-                select(Message).where(and_(Message.job_id == message.job_id, Message.delivery_key == message.delivery_key))
-            )
-        ).scalar_one_or_none()
-        if existing is not None:
-            return existing
-        self.session.add(message)
+        A retried step meets the messages it stored before. A ``sent`` row is
+        kept as it is: it is the provider's answer, stored right after the send
+        (``steps.delivery``), and a message is never sent twice. An earlier row
+        of another status (an error) that a delivery has now succeeded for
+        takes the new outcome, so the row always says what finally happened.
+        """
+        if not messages:
+            return
+        result = await self.session.execute(select(Message).where(Message.job_id.in_({m.job_id for m in messages})))
+        stored = {(row.job_id, row.delivery_key): row for row in result.scalars()}
+        for message in messages:
+            key = (message.job_id, message.delivery_key or "")
+            earlier = stored.get(key)
+            if earlier is None:
+                self.session.add(message)
+                stored[key] = message
+            elif earlier is not message and earlier.status != "sent" and message.status == "sent":
+                for field in ("status", "provider_id", "provider_message_id", "delivered_at", "error_id", "error_text"):
+                    setattr(earlier, field, getattr(message, field))
+                earlier.updated_at = utcnow()
         await self.session.flush()
-        return message
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:

@@ -15,7 +15,7 @@ from herald.engine.repository import EngineRepository
 from herald.engine.worker import Worker
 from herald.models import Job, Notification
 from tests.conftest import Tenancy
-from tests.engine.conftest import jobs_of, messages_of, trigger
+from tests.engine.conftest import details_of, jobs_of, messages_of, trigger
 from tests.fixtures.builders import create_subscriber, create_workflow, unique
 
 IN_APP = {"name": "inbox", "template": {"type": "in_app", "content": "Hello"}}
@@ -61,16 +61,17 @@ async def topic_of(api: httpx.AsyncClient, size: int) -> tuple[str, list[str]]:
 
 
 class FailingMembers:
-    """Makes ``topic_members_after`` raise on the given calls (1-based)."""
+    """Makes ``topic_members_after`` raise on the given calls, or on every call from ``failing_from`` on (1-based)."""
 
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, failing: set[int]) -> None:
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, failing: set[int] | None = None, failing_from: int = 0) -> None:
         self.calls = 0
-        self.failing = failing
+        self.failing = failing or set()
+        self.failing_from = failing_from
         original = EngineRepository.topic_members_after
 
         async def members(repository: EngineRepository, *args: Any, **kwargs: Any) -> Any:
             self.calls += 1
-            if self.calls in self.failing:
+            if self.calls in self.failing or 0 < self.failing_from <= self.calls:
                 raise ConnectionError("the database went away")
             return await original(repository, *args, **kwargs)
 
@@ -92,6 +93,28 @@ async def test_a_committed_batch_is_progress_so_a_long_expansion_survives_a_late
     assert failing.calls > 8
     assert job.status == "completed"
     assert await notification_count(app, result["transactionId"]) == len(ids)
+
+
+async def test_an_expansion_that_fails_for_good_says_why_and_how_far_it_got(
+    api: httpx.AsyncClient, app: FastAPI, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key, _ = await topic_of(api, 3)
+    workflow = await create_workflow(api, steps=[IN_APP])
+    monkeypatch.setattr(expand, "BATCH_SIZE", 2)
+    # The first batch (the direct recipient and two members) commits; every later one fails.
+    FailingMembers(monkeypatch, failing_from=2)
+    result = await trigger(api, name_of(workflow), [unique("direct"), {"type": "Topic", "topicKey": key}])
+
+    job = await run_until_expansion_ends(worker, app, result["transactionId"])
+
+    assert (job.status, job.attempts) == ("failed", job.max_attempts)
+    assert job.error_text.startswith("Trigger expansion failed for good after 5 attempts: Internal error ")
+    assert "ConnectionError: the database went away" in job.error_text
+    failed = [d for d in await details_of(app, result["transactionId"]) if d.job_id == job.id and d.status == "Failed"]
+    assert failed[-1].detail == job.error_text
+    assert failed[-1].detail.endswith(
+        "; 3 notifications were made before it stopped, the rest of the audience was not reached"
+    )
 
 
 async def test_a_trigger_to_thousands_of_new_subscribers_creates_them_all(

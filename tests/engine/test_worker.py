@@ -124,6 +124,9 @@ async def test_steps_run_in_order_and_a_retried_in_app_step_makes_one_message(
     await worker.run_until_idle()
     messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
     assert sorted(m.content for m in messages) == ["Hello Ada, x", "second"]
+    # The rerun found the message it made the first time and finished, as a fresh run would.
+    rerun = next(job for job in await jobs_of(app, result["transactionId"]) if job.id == step_jobs[0].id)
+    assert (rerun.status, rerun.error_text) == ("completed", None)
 
 
 async def test_topic_fan_out_collapses_duplicates_and_excludes_the_actor(
@@ -260,6 +263,10 @@ async def test_regular_digest_merges_events_into_one_message(
     await worker.run_until_idle()
     [message] = await messages_of(app, tenancy.environment_id, subscriber_id=subscriber["_id"])
     assert message.content == "4 events: 0 1 2 3 "
+    # The digest's first run and the run that closed it are attempts 1 of their claims (never "attempt 0").
+    master = [j for j in await jobs_of(app, results[0]["transactionId"]) if j.kind == "step"][0]
+    queued = [d.detail for d in await details_of(app, results[0]["transactionId"]) if d.job_id == master.id and d.status == "Queued"]
+    assert queued == ["Step digest queued; attempt 1", "Step digest queued; attempt 1"]
 
 
 async def test_digest_key_groups_events(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker) -> None:

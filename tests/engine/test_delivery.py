@@ -244,22 +244,95 @@ async def test_chat_without_a_channel_is_a_warning(api: httpx.AsyncClient, app: 
     assert "failed" not in statuses
 
 
-async def test_integration_conditions_pick_the_integration_when_a_tenant_is_given(
+async def test_tenant_conditions_pick_the_integration_and_filter_steps(
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
 ) -> None:
+    """``on: "tenant"`` conditions compare the trigger's tenant: its identifier, name and data."""
     peers.install_twilio(peer, account_sid="AC9", token="tok")
     common = {"accountSid": "AC9", "token": "tok", "baseUrl": peer.url}
     await create_integration(api, providerId="twilio", channel="sms", active=True, credentials={**common, "from": "+1000"})
-    conditions = [{"isNegated": False, "type": "GROUP", "value": "AND", "children": [{"field": "region", "value": "eu", "operator": "EQUAL", "on": "payload"}]}]
-    await create_integration(api, providerId="twilio", channel="sms", active=True, conditions=conditions, credentials={**common, "from": "+4400"})
-    assert (await api.post("/v1/tenants", json={"identifier": "acme", "name": "Acme"})).status_code == 201
+    european = [
+        {
+            "isNegated": False,
+            "type": "GROUP",
+            "value": "AND",
+            "children": [
+                {"field": "data.region", "value": "eu", "operator": "EQUAL", "on": "tenant"},
+                {"field": "name", "value": "Acme", "operator": "EQUAL", "on": "tenant"},
+            ],
+        }
+    ]
+    conditional = await create_integration(
+        api, providerId="twilio", channel="sms", active=True, conditions=european, credentials={**common, "from": "+4400"}
+    )
+    assert conditional["conditions"][0]["children"][0]["on"] == "tenant"
+    for identifier, name, region in (("acme", "Acme", "eu"), ("globex", "Globex", "eu"), ("initech", "Acme", "us")):
+        created = await api.post("/v1/tenants", json={"identifier": identifier, "name": name, "data": {"region": region}})
+        assert created.status_code == 201, created.text
     subscriber = await create_subscriber(api, phone="+15550002")
-    workflow = await create_workflow(api, steps=[SMS])
-    for payload in ({"order": 1, "region": "eu"}, {"order": 2, "region": "us"}):
-        result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload=payload, tenant="acme")
+    acme_only = {
+        "name": "acme inbox",
+        "template": {"type": "in_app", "content": "for acme"},
+        "filters": [{"type": "GROUP", "value": "AND", "children": [{"field": "identifier", "value": "acme", "operator": "EQUAL", "on": "tenant"}]}],
+    }
+    workflow = await create_workflow(api, steps=[SMS, acme_only])
+    inbox = []
+    for tenant in ("acme", "globex", "initech"):
+        result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": tenant}, tenant=tenant)
         await settle(worker, app, result["transactionId"])
+        inbox += await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"], channel="in_app")
     senders = [request.form_value("From") for request in peer.requests_to("/2010-04-01/Accounts/AC9/Messages.json")]
-    assert senders == ["+4400", "+1000"]
+    assert senders == ["+4400", "+1000", "+1000"]
+    assert [message.content for message in inbox] == ["for acme"]
+
+
+async def test_a_primary_integration_with_conditions_is_still_the_default(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    """As in Novu, the primary sends whenever no override and no matching conditional integration names another."""
+    peers.install_twilio(peer, account_sid="AC7", token="tok")
+    conditions = [{"type": "GROUP", "value": "AND", "children": [{"field": "identifier", "value": "acme", "operator": "EQUAL", "on": "tenant"}]}]
+    only = await create_integration(
+        api,
+        providerId="twilio",
+        channel="sms",
+        active=True,
+        conditions=conditions,
+        credentials={"accountSid": "AC7", "token": "tok", "from": "+1700", "baseUrl": peer.url},
+    )
+    assert only["primary"]  # the first active sms integration of the environment
+    subscriber = await create_subscriber(api, phone="+15550006")
+    workflow = await create_workflow(api, steps=[SMS])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "H"})
+    [job] = await settle(worker, app, result["transactionId"])
+    assert job.status == "completed"
+    [request] = peer.requests_to("/2010-04-01/Accounts/AC7/Messages.json")
+    assert request.form_value("From") == "+1700"
+
+
+async def test_email_override_picks_another_integration(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    peers.install_sendgrid(peer, api_key="SG.right")
+    primary = await create_integration(api, providerId="sendgrid", active=True, credentials={"apiKey": "SG.wrong", "from": "a@example.com", "baseUrl": peer.url})
+    backup = await create_integration(
+        api, providerId="sendgrid", active=True, identifier="backup-mail", credentials={"apiKey": "SG.right", "from": "b@example.com", "baseUrl": peer.url}
+    )
+    assert primary["primary"] and not backup["primary"]
+    subscriber = await create_subscriber(api, email="ada@example.com")
+    workflow = await create_workflow(api, steps=[EMAIL])
+    result = await trigger(
+        api, name_of(workflow), subscriber["subscriberId"], payload={"order": "I-1"}, overrides={"email": {"integrationIdentifier": "backup-mail"}}
+    )
+    [job] = await settle(worker, app, result["transactionId"])
+    assert job.status == "completed"
+    [request] = peer.requests_to("/v3/mail/send")
+    assert request.headers["authorization"] == "Bearer SG.right"
+    assert request.json()["from"]["email"] == "b@example.com"
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert (message.status, message.provider_id) == ("sent", "sendgrid")
+    assert message.provider_message_id and message.provider_message_id.startswith("sg-")
+    assert any("backup-mail" in d.detail or d.detail.startswith("Accepted by sendgrid") for d in await details_of(app, result["transactionId"]))
 
 
 @pytest.mark.parametrize("audience", [1, 2], ids=["alone", "in-a-batch"])

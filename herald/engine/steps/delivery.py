@@ -48,7 +48,10 @@ def select_integration(ctx: StepContext, channel: str, integrations: Sequence[In
 
     ``overrides.<channel>.integrationIdentifier`` names one; otherwise, with a
     tenant, the first active integration whose conditions match; otherwise the
-    channel's primary (or, with no primary, the highest-priority active one).
+    channel's primary, even when it has conditions of its own (as Novu, which
+    reads the primary without looking at them); with no primary, the
+    highest-priority active integration without conditions (one with
+    conditions is there for the tenants they name).
     """
     override = ((ctx.event.overrides or {}).get(channel) or {}).get("integrationIdentifier")
     if override:
@@ -61,11 +64,13 @@ def select_integration(ctx: StepContext, channel: str, integrations: Sequence[In
         for integration in integrations:
             if integration.conditions and step_passes(integration.conditions, context).passed:
                 return integration, f"integration {integration.identifier} chosen by its conditions"
+    primary = next((i for i in integrations if i.primary), None)
+    if primary is not None:
+        return primary, f"integration {primary.identifier} (primary)"
     unconditional = [i for i in integrations if not i.conditions]
     if not unconditional:
         return None, f"No active {channel} integration in this environment"
-    chosen = next((i for i in unconditional if i.primary), unconditional[0])
-    return chosen, f"integration {chosen.identifier} ({'primary' if chosen.primary else 'highest priority'})"
+    return unconditional[0], f"integration {unconditional[0].identifier} (highest priority)"
 
 
 async def deliver(ctx: StepContext, deliveries: list[Delivery], already: dict[str, Message]) -> StepOutcome:

@@ -376,6 +376,25 @@ async def test_an_accepted_delivery_is_stored_at_once_so_a_failed_completion_nev
     assert any(d.detail.startswith("Already sent by sendgrid") for d in await details_of(app, result["transactionId"]))
 
 
+async def test_a_push_channel_without_device_tokens_is_a_warning(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    await create_integration(api, providerId="push-webhook", channel="push", active=True, credentials={"webhookUrl": f"{peer.url}/push-hook"})
+    subscriber = await create_subscriber(api)
+    response = await api.put(
+        f"/v1/subscribers/{subscriber['subscriberId']}/credentials", json={"providerId": "push-webhook", "credentials": {"deviceTokens": []}}
+    )
+    assert response.status_code == 200, response.text
+    workflow = await create_workflow(api, steps=[{"name": "push", "template": {"type": "push", "title": "T", "content": "x"}}, IN_APP])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"])
+    jobs = await settle(worker, app, result["transactionId"])
+    assert [j.status for j in jobs] == ["skipped", "completed"]
+    [push] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"], channel="push")
+    assert push.status == "warning"
+    assert push.error_text == f"Subscriber {subscriber['subscriberId']} has no push channel that can be used (push-webhook has no device token)"
+    assert peer.requests == []
+
+
 async def test_a_chat_retry_sends_only_what_may_still_succeed(
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
 ) -> None:

@@ -564,3 +564,33 @@ async def test_a_fan_out_larger_than_the_batch_is_left_queued_for_every_worker(
     assert await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"]) == []
     await worker.run_until_idle()
     assert len(await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])) == 4
+
+
+async def test_a_stopped_worker_ends_without_waiting_for_its_poll(app: FastAPI) -> None:
+    """``stop`` wakes an idle worker at once (a SIGTERM to ``herald worker`` does not wait for the poll)."""
+    import asyncio
+    from dataclasses import replace
+
+    from herald.app import build_worker
+
+    idle_worker = build_worker(replace(app.state.settings, worker_poll_seconds=600.0), app.state.sessionmaker)
+    idle = asyncio.Event()
+
+    async def idle_timeout() -> float:
+        idle.set()  # the worker found nothing to do and is about to sleep, for the whole poll
+        return 600.0
+
+    idle_worker._idle_timeout = idle_timeout  # type: ignore[method-assign]
+    # Due jobs other tests left behind are not this test's business.
+    idle_worker.run_once = _nothing_to_run  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    running = asyncio.create_task(idle_worker.run_forever(stop))
+    await asyncio.wait_for(idle.wait(), 10)
+    await asyncio.sleep(0.05)  # let it start sleeping
+    stop.set()
+    # Far less than the 600 s poll (or the next due job) it would otherwise sleep through.
+    await asyncio.wait_for(running, 10)
+
+
+async def _nothing_to_run() -> int:
+    return 0

@@ -396,6 +396,16 @@ async def test_push_webhook_posts_the_notification_signed(peer: HttpPeer, http: 
     assert result.provider_message_id and result.provider_message_id.startswith("hook-")
 
 
+async def test_push_webhook_with_hmac_off_sends_unsigned(peer: HttpPeer, http: httpx.AsyncClient) -> None:
+    peers.install_signed_webhook(peer, path="/hooks/push", secret=None)
+    credentials = {"webhookUrl": f"{peer.url}/hooks/push", "secretKey": "push-secret", "hmac": False}
+
+    await PushWebhookProvider(credentials, http).send(with_tokens("d1"))
+
+    [request] = peer.requests
+    assert "x-novu-signature" not in request.headers
+
+
 async def test_push_without_tokens_is_a_permanent_error(http: httpx.AsyncClient) -> None:
     with pytest.raises(ProviderError) as raised:
         await PushWebhookProvider({"webhookUrl": "http://127.0.0.1:9/hook"}, http).send(with_tokens())

@@ -337,6 +337,17 @@ async def test_timed_digest_waits_for_the_configured_time(
 
     local = open_digest.run_at.astimezone(ZoneInfo("Europe/Paris"))
     assert (local.hour, local.minute) == (9, 30)
+    later = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"n": 2})
+    await worker.run_until_idle()
+    assert [j.status for j in await jobs_of(app, later["transactionId"]) if j.kind == "step"] == ["merged", "merged"]
+    assert await messages_of(app, tenancy.environment_id, subscriber_id=subscriber["_id"]) == []
+
+    # The configured time comes: the digest closes and delivers both events.
+    assert await fast_forward(app, result["transactionId"]) == 1
+    await worker.run_until_idle()
+    [message] = await messages_of(app, tenancy.environment_id, subscriber_id=subscriber["_id"])
+    assert message.content == "2 events: 1 2 "
+    assert [j.status for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"] == ["completed", "completed"]
 
 
 async def test_step_filters_skip_a_step_and_the_next_runs(
@@ -379,23 +390,29 @@ async def test_a_job_whose_worker_died_is_taken_by_another(
 ) -> None:
     from datetime import timedelta
 
-    from herald.engine import queue
     from herald.kit.time import utcnow
 
     subscriber = await create_subscriber(api)
     workflow = await create_workflow(api, steps=[IN_APP])
-    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"])
-    await worker.run_until_idle()
-    step = next(j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step")
-    # Pretend another worker claimed the job and died: running, with a lease in the past.
+    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"item": "x"})
+    worker.runner.batch_size = 0  # expand only: the step is left queued
+    await _run_until_expanded(worker, app, result["transactionId"])
+    worker.runner.batch_size = worker.batch_size
+    [step] = [j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
+    assert step.status == "queued"
+    # Another worker claimed the step and died: running, its lease in the past, nothing written.
     async with app.state.sessionmaker() as session:
         job = await session.get(Job, step.id)
-        job.status, job.locked_by, job.locked_until = "running", "dead-worker", utcnow() - timedelta(seconds=1)
+        job.status, job.locked_by, job.attempts = "running", "dead-worker", 1
+        job.locked_until = utcnow() - timedelta(seconds=1)
         await session.commit()
-    async with app.state.sessionmaker() as session, session.begin():
-        claimed = await queue.claim_jobs(session, "rescuer", 100, 30)
-    assert step.id in [job.id for job in claimed]
-    assert len(await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])) == 1
+
+    await worker.run_until_idle()
+
+    [step] = [j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
+    assert (step.status, step.attempts, step.locked_by) == ("completed", 2, worker.worker_id)
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert message.content == "Hello Ada, x"
     assert await session_count(app, subscriber["_id"]) == 1
 
 

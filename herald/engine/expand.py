@@ -220,12 +220,20 @@ async def _expand_members(repository: EngineRepository, job: Job, event: Event, 
 
     if phase == "topics":
         topics = [r for r in event.recipients if r.get("type") == "Topic"]
-        topic_ids = await repository.topic_ids(event.environment_id, [t["topicKey"] for t in topics])
-        excluded = {value for topic in topics for value in topic.get("exclude") or []}
-        if actor_id:
-            excluded.add(actor_id)
-        members = await repository.topic_members_after(topic_ids, data.get("cursor", ""), BATCH_SIZE)
-        audience = [(event, internal, external) for internal, external in members if external not in excluded]
+        ids = await repository.topics_by_key(event.environment_id, [t["topicKey"] for t in topics])
+        # Each topic's exclude list applies to that topic (as in Novu): a member
+        # it leaves out is still reached through another topic of the trigger.
+        # A topic named twice leaves out only who both entries leave out.
+        excluded_by_topic: dict[str, set[str]] = {}
+        for topic in topics:
+            if topic["topicKey"] not in ids:
+                continue
+            topic_id, excluded = ids[topic["topicKey"]], set(topic.get("exclude") or [])
+            excluded_by_topic[topic_id] = excluded_by_topic[topic_id] & excluded if topic_id in excluded_by_topic else excluded
+        members = await repository.topic_members_after(
+            {topic_id: sorted(excluded) for topic_id, excluded in excluded_by_topic.items()}, data.get("cursor", ""), BATCH_SIZE
+        )
+        audience = [(event, internal, external) for internal, external in members if external != actor_id]
         created += (await _create_notifications(repository, events, audience))[event.id]
         return _advance(job, data, members, created)
 
@@ -261,6 +269,15 @@ def _finish(job: Job, data: dict[str, Any], created: int) -> ExpansionProgress:
     data["created"] = data.get("created", 0) + created
     job.data = data
     return ExpansionProgress(done=True, created=created)
+
+
+def expansion_failed_detail(job: Job, reason: str) -> str:
+    """What an expansion that will not be tried again says: why, and how far it got."""
+    made = (job.data or {}).get("created", 0)
+    return (
+        f"Trigger expansion failed for good after {job.attempts} attempts: {reason}; "
+        f"{made} notifications were made before it stopped, the rest of the audience was not reached"
+    )
 
 
 def expansion_detail(job: Job, progress: ExpansionProgress) -> ExecutionDetail:

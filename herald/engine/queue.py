@@ -26,6 +26,10 @@ WAKE_CHANNEL = "herald_jobs"
 ABANDONED = "The worker running this job stopped before finishing it, on every attempt"
 
 
+class JobLost(Exception):
+    """The job's lease ran out and another worker owns it now: leave it alone."""
+
+
 class JobSignal:
     """An in-process doorbell: rung when this process committed new jobs."""
 
@@ -49,7 +53,7 @@ async def claim_jobs(session: AsyncSession, worker_id: str, limit: int, lease_se
             or_(
                 (Job.status.in_(CLAIMABLE)) & (Job.run_at <= now),
                 # A job whose worker died is taken again while attempts remain;
-                # after that it is failed by fail_abandoned_jobs, never run again.
+                # after that it is failed (see abandoned_jobs), never run again.
                 (Job.status == "running") & (Job.locked_until < now) & (Job.attempts < Job.max_attempts),
             )
         )
@@ -73,25 +77,20 @@ async def claim_jobs(session: AsyncSession, worker_id: str, limit: int, lease_se
     return result.scalars().all()
 
 
-async def fail_abandoned_jobs(session: AsyncSession) -> Sequence[Job]:
-    """Fail running jobs whose lease ran out with every attempt used: their workers kept dying.
+async def abandoned_jobs(session: AsyncSession, limit: int = 100) -> Sequence[Job]:
+    """Running jobs whose lease ran out with every attempt used: their workers kept dying.
 
     Such a job is not claimed again (a send that kills its worker every time
-    must not be made without end); it is failed with why, and the step after
-    it is released like after any failed step.
+    must not be made without end); the caller fails it with why and settles
+    the rest of its workflow like after any failed step. The rows are locked
+    (skipping those another sweeper holds) until the caller commits.
     """
-    now = utcnow()
     result = await session.execute(
-        update(Job)
-        .where(Job.status == "running", Job.locked_until < now, Job.attempts >= Job.max_attempts)
-        .values(
-            status="failed",
-            locked_until=None,
-            updated_at=now,
-            error_text=ABANDONED,
-        )
-        .returning(Job),
-        execution_options={"synchronize_session": False},
+        select(Job)
+        .where(Job.status == "running", Job.locked_until < utcnow(), Job.attempts >= Job.max_attempts)
+        .order_by(Job.id)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
     )
     return result.scalars().all()
 
@@ -172,6 +171,14 @@ async def extend_leases(session: AsyncSession, job_ids: Sequence[str], worker_id
 async def lock_job(session: AsyncSession, job_id: str) -> Job | None:
     result = await session.execute(select(Job).where(Job.id == job_id).with_for_update())
     return result.scalar_one_or_none()
+
+
+async def lock_owned_job(session: AsyncSession, job_id: str, worker_id: str) -> Job:
+    """Lock the job row and check ``worker_id`` still holds its lease; raises JobLost when not."""
+    owned = await lock_job(session, job_id)
+    if owned is None or owned.status != "running" or owned.locked_by != worker_id:
+        raise JobLost(job_id)
+    return owned
 
 
 async def lock_jobs(session: AsyncSession, job_ids: Sequence[str]) -> Sequence[Job]:

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -39,6 +39,11 @@ SUBSCRIBER_COLUMNS = {
     "data": "data",
     "channels": "channels",
 }
+
+
+# Rows per multi-row INSERT and values per IN list: PostgreSQL (asyncpg) takes
+# at most 32,767 parameters per statement, and a subscriber row has about ten.
+CHUNK_ROWS = 1000
 
 
 class EngineRepository:
@@ -83,16 +88,12 @@ class EngineRepository:
         if not entries:
             return {}
         wanted = {entry["subscriberId"]: entry for entry in entries}
-        existing = {
-            row.subscriber_id: row
-            for row in (
-                await self.session.execute(
-                    select(Subscriber).where(
-                        Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(list(wanted))
-                    )
-                )
-            ).scalars()
-        }
+        existing: dict[str, Subscriber] = {}
+        for chunk in _chunks(list(wanted), CHUNK_ROWS):
+            result = await self.session.execute(
+                select(Subscriber).where(Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(chunk))
+            )
+            existing.update((row.subscriber_id, row) for row in result.scalars())
         integrations = await self._channel_integrations(environment_id, entries)
 
         def channels_of(subscriber_id: str, current: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -132,14 +133,18 @@ class EngineRepository:
                 for entry in missing
             ]
             # Another worker may create the same subscriber at the same moment.
-            await self.session.execute(self._insert(Subscriber).values(_uniform(rows)).on_conflict_do_nothing())
+            for chunk in _chunks(_uniform(rows), CHUNK_ROWS):
+                await self.session.execute(self._insert(Subscriber.__table__).on_conflict_do_nothing(), chunk)
         await self.session.flush()
-        ids = await self.session.execute(
-            select(Subscriber.subscriber_id, Subscriber.id).where(
-                Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(list(wanted))
+        ids: dict[str, str] = {}
+        for chunk in _chunks(list(wanted), CHUNK_ROWS):
+            result = await self.session.execute(
+                select(Subscriber.subscriber_id, Subscriber.id).where(
+                    Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(chunk)
+                )
             )
-        )
-        return {subscriber_id: internal_id for subscriber_id, internal_id in ids.all()}
+            ids.update((subscriber_id, internal_id) for subscriber_id, internal_id in result.all())
+        return ids
 
     async def _channel_integrations(self, environment_id: str, entries: Sequence[dict[str, Any]]) -> list[Integration]:
         """The active integrations (newest first) of the providers the entries' channels name."""
@@ -179,22 +184,36 @@ class EngineRepository:
             )
         ).scalar_one_or_none()
 
-    async def topic_ids(self, environment_id: str, keys: Iterable[str]) -> list[str]:
+    async def topics_by_key(self, environment_id: str, keys: Iterable[str]) -> dict[str, str]:
+        """Topic key → topic id, for the keys that name a topic of the environment."""
         keys = list(keys)
         if not keys:
-            return []
+            return {}
         result = await self.session.execute(
-            select(Topic.id).where(Topic.environment_id == environment_id, Topic.key.in_(keys)).order_by(Topic.id)
+            select(Topic.key, Topic.id).where(Topic.environment_id == environment_id, Topic.key.in_(keys))
         )
-        return list(result.scalars())
+        return {key: topic_id for key, topic_id in result.all()}
 
     async def topic_members_after(
-        self, topic_ids: Sequence[str], after: str, limit: int
+        self, excluded_by_topic: dict[str, Sequence[str]], after: str, limit: int
     ) -> list[tuple[str, str]]:
-        """(internal id, subscriberId) of topic members, in id order, after a cursor."""
+        """(internal id, subscriberId) of the members of these topics, in id order, after a cursor.
+
+        ``excluded_by_topic`` maps each topic id to the subscriberIds its
+        ``exclude`` list leaves out of that topic only: a member left out of
+        one topic is still reached through another that does not exclude it.
+        """
+        if not excluded_by_topic:
+            return []
+        membership = [
+            (TopicSubscriber.topic_id == topic_id) & TopicSubscriber.external_subscriber_id.not_in(list(excluded))
+            if excluded
+            else TopicSubscriber.topic_id == topic_id
+            for topic_id, excluded in excluded_by_topic.items()
+        ]
         result = await self.session.execute(
             select(TopicSubscriber.subscriber_id, TopicSubscriber.external_subscriber_id)
-            .where(TopicSubscriber.topic_id.in_(list(topic_ids)), TopicSubscriber.subscriber_id > after)
+            .where(or_(*membership), TopicSubscriber.subscriber_id > after)
             .distinct()
             .order_by(TopicSubscriber.subscriber_id)
             .limit(limit)
@@ -216,30 +235,34 @@ class EngineRepository:
         """Insert notifications, skipping subscribers an event already has; returns (id, subscriber_id, event_id) inserted."""
         if not rows:
             return []
+        table = Notification.__table__
         result = await self.session.execute(
-            self._insert(Notification)
-            .values(rows)
-            .on_conflict_do_nothing()
-            .returning(Notification.id, Notification.subscriber_id, Notification.event_id)
+            self._insert(table).on_conflict_do_nothing().returning(table.c.id, table.c.subscriber_id, table.c.event_id),
+            rows,
         )
         return [(row[0], row[1], row[2]) for row in result.all()]
 
     async def insert_jobs(self, rows: list[dict[str, Any]]) -> None:
         if rows:
-            await self.session.execute(self._insert(Job).values(rows))
+            await self.session.execute(self._insert(Job.__table__), rows)
 
     async def add_details(self, details: Sequence[ExecutionDetail]) -> None:
         self.session.add_all(details)
 
     async def digest_result_before(self, notification_id: str, step_index: int) -> dict[str, Any] | None:
-        """What the nearest digest step before this one collected (events, total_count)."""
+        """What the nearest digest step before this one collected (events, total_count).
+
+        A closed digest is ``completed``; a backoff digest that let its event
+        straight through is ``skipped`` with that one event as its result (a
+        digest skipped by its filters has none).
+        """
         return await self.session.scalar(
             select(Job.result)
             .where(
                 Job.notification_id == notification_id,
                 Job.step_type == "digest",
                 Job.step_index < step_index,
-                Job.status == "completed",
+                Job.status.in_(("completed", "skipped")),
             )
             .order_by(Job.step_index.desc())
             .limit(1)
@@ -289,24 +312,48 @@ class EngineRepository:
             or 0
         )
 
-    async def promote_merged(self, master: Job) -> Job | None:
-        """A canceled digest hands its role to the oldest event merged into it."""
+    async def promote_merged(self, master: Job) -> tuple[Job, int] | None:
+        """Hand a canceled digest's role to the oldest job merged into it (Novu's ``assignNextDigestJob``).
+
+        The heir opens the digest in the master's place: delayed until the
+        same time, with the other merged jobs now merged into it and its own
+        later steps (merged along with it) waiting again. The master must
+        already be canceled (one open digest per key). Returns the heir and
+        how many other jobs merge into it, or None when nothing was merged.
+        """
         heir = (
             await self.session.execute(
                 select(Job)
                 .where(Job.merged_into == master.id, Job.status == "merged")
                 .order_by(Job.created_at, Job.id)
                 .limit(1)
+                .with_for_update()
             )
         ).scalar_one_or_none()
         if heir is None:
             return None
-        await self.session.execute(
+        moved = await self.session.execute(
             update(Job)
             .where(Job.merged_into == master.id, Job.status == "merged", Job.id != heir.id)
-            .values(merged_into=heir.id)
+            .values(merged_into=heir.id),
+            execution_options={"synchronize_session": False},
         )
-        return heir
+        now = utcnow()
+        heir.status = "delayed"
+        heir.run_at = master.run_at
+        heir.merged_into = None
+        heir.locked_until = None
+        heir.attempts = 0
+        heir.data = {**(heir.data or {}), "digest_open": True}
+        heir.updated_at = now
+        await self.session.flush()  # the open-digest index speaks here
+        await self.session.execute(
+            update(Job)
+            .where(Job.notification_id == heir.notification_id, Job.step_index > heir.step_index, Job.status == "merged")
+            .values(status="pending", updated_at=now),
+            execution_options={"synchronize_session": False},
+        )
+        return heir, int(moved.rowcount or 0)  # type: ignore[attr-defined]
 
     # Integrations and messages --------------------------------------------------
 
@@ -327,27 +374,38 @@ class EngineRepository:
         result = await self.session.execute(select(Message).where(Message.job_id == job_id))
         return {message.delivery_key: message for message in result.scalars()}
 
-    async def message_keys_of_jobs(self, job_ids: Sequence[str]) -> set[tuple[str, str]]:
-        """(job id, delivery key) of the messages these jobs already made."""
-        if not job_ids:
-            return set()
-        result = await self.session.execute(
-            select(Message.job_id, Message.delivery_key).where(Message.job_id.in_(list(job_ids)))
-        )
-        return {(row[0], row[1]) for row in result.all()}
+    async def save_messages(self, messages: Sequence[Message]) -> None:
+        """Store step messages, one per (job, delivery key), in the session's transaction.
 
-    async def save_message(self, message: Message) -> Message:
-        """Insert, or return the message this job already made under the same delivery key."""
-        existing = (
-            await self.session.execute(
-                select(Message).where(and_(Message.job_id == message.job_id, Message.delivery_key == message.delivery_key))
-            )
-        ).scalar_one_or_none()
-        if existing is not None:
-            return existing
-        self.session.add(message)
+        A retried step meets the messages it stored before. A ``sent`` row is
+        kept as it is: it is the provider's answer, stored right after the send
+        (``steps.delivery``), and a message is never sent twice. An earlier row
+        of another status (an error) that a delivery has now succeeded for
+        takes the new outcome, so the row always says what finally happened.
+        """
+        if not messages:
+            return
+        result = await self.session.execute(select(Message).where(Message.job_id.in_({m.job_id for m in messages})))
+        stored = {(row.job_id, row.delivery_key): row for row in result.scalars()}
+        for message in messages:
+            key = (message.job_id, message.delivery_key or "")
+            earlier = stored.get(key)
+            if earlier is None:
+                self.session.add(message)
+                stored[key] = message
+            elif earlier is not message and earlier.status != "sent" and message.status == "sent":
+                for field in ("status", "provider_id", "provider_message_id", "delivered_at", "error_id", "error_text"):
+                    setattr(earlier, field, getattr(message, field))
+                earlier.updated_at = utcnow()
         await self.session.flush()
-        return message
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[start : start + size] for start in range(0, len(items), size)]
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -17,15 +17,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald.engine import queue
-from herald.engine.expand import HandOff, expand_events, expansion_detail
+from herald.engine.expand import HandOff, expand_events, expansion_detail, expansion_failed_detail
 from herald.engine.filters import FilterContext, step_passes
+from herald.engine.queue import JobLost
 from herald.engine.repository import EngineRepository
 from herald.engine.steps import STEP_RUNNERS
 from herald.engine.steps.base import Detail, EngineSettings, StepContext, StepOutcome
 from herald.kit.crypto import SecretBox
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
-from herald.models import ExecutionDetail, Job
+from herald.models import Event, ExecutionDetail, Job, Message
 
 logger = logging.getLogger("herald.engine")
 
@@ -34,10 +35,10 @@ MAX_RACE_RETRIES = 3
 # Outcomes written together with the other jobs of a batch; delays, digests and
 # merges take locks of their own and are written one by one.
 FINAL_OUTCOMES = ("completed", "skipped", "failed")
+# Steps that deliver through a provider: failing for good leaves an error message.
+PROVIDER_CHANNELS = ("email", "sms", "chat", "push")
 
-
-class JobLost(Exception):
-    """The job's lease ran out and another worker owns it now: leave it alone."""
+__all__ = ["JobLost", "JobRunner"]
 
 
 @dataclass
@@ -82,14 +83,14 @@ class JobRunner:
                 await heartbeat
 
     async def fail_abandoned(self) -> None:
-        """Fail the jobs whose workers died on every attempt, with why (see queue.fail_abandoned_jobs)."""
+        """Fail the jobs whose workers died on every attempt, with why, and settle what follows them."""
         try:
             async with self.sessionmaker() as session, session.begin():
-                jobs = await queue.fail_abandoned_jobs(session)
-                for job in jobs:
+                released: list[Job] = []
+                for job in await queue.abandoned_jobs(session):
                     logger.warning("job %s failed: %s", job.id, queue.ABANDONED)
-                    await self._details(session, job, [Detail("Failed", queue.ABANDONED)], None)
-                await queue.queue_next_steps(session, [job for job in jobs if job.kind == "step"])
+                    await self._fail_for_good(session, job, Detail("Failed", queue.ABANDONED), released=released)
+                await queue.queue_next_steps(session, released)
         except Exception:
             logger.warning("could not settle abandoned jobs; the next sweep tries again", exc_info=True)
 
@@ -147,6 +148,9 @@ class JobRunner:
                 job.run_at = now
                 job.locked_until = None
                 job.updated_at = now
+                # A committed batch is progress, not a failed attempt: only
+                # failures in a row use up the attempts of a long expansion.
+                job.attempts = 0
                 if done:
                     await EngineRepository(session).add_details([expansion_detail(job, progress[job.id])])
             await queue.wake_workers(session)
@@ -222,10 +226,7 @@ class JobRunner:
                     orphans.append((job, "the trigger record is gone" if event is None else "the subscriber was deleted"))
                     continue
                 steps = event.steps or []
-                step = next(
-                    (s for i, s in enumerate(steps) if (s.get("_id") or s.get("uuid") or str(i)) == job.step_id),
-                    None,
-                ) or _active_step_at(steps, job.step_index or 0)
+                step = step_of(event, job)
                 tenant = None
                 if event.tenant:
                     key = (job.environment_id, event.tenant["identifier"])
@@ -249,6 +250,7 @@ class JobRunner:
                         http=self.http,
                         box=self.box,
                         settings=self.settings,
+                        worker_id=self.worker_id,
                     )
                 )
         for job, reason in orphans:
@@ -258,9 +260,9 @@ class JobRunner:
     async def _fail_orphan(self, job: Job, reason: str) -> None:
         async with self.sessionmaker() as session, session.begin():
             owned = await self._own(session, job)
-            owned.status = "failed"
-            owned.error_text = f"Step not run: {reason}"
-            await self._details(session, owned, [Detail("Failed", owned.error_text)], None)
+            # No message: a deleted subscriber's messages went with it, and a
+            # job whose trigger record is gone has nothing to fill one with.
+            await self._fail_for_good(session, owned, Detail("Failed", f"Step not run: {reason}"), with_message=False)
 
     async def _evaluate(self, ctx: StepContext) -> StepOutcome:
         filters = ctx.step.get("filters") or []
@@ -282,11 +284,10 @@ class JobRunner:
         try:
             async with self.sessionmaker() as session, session.begin():
                 job = await self._own(session, ctx.job)
-                repository = EngineRepository(session)
-                for message in outcome.messages:
-                    await repository.save_message(message)
-                extra = await self._settle(session, ctx, job, outcome)
-                await self._details(session, job, [_queued(ctx, job), *outcome.details, *extra], ctx.step)
+                queued = _queued(ctx, job)
+                await EngineRepository(session).save_messages(outcome.messages)
+                extra = await self._settle(session, job, ctx.step, outcome)
+                await self._details(session, job, [queued, *outcome.details, *extra], ctx.step)
         except IntegrityError as exc:
             if outcome.status == "delayed" and ctx.job.step_type == "digest":
                 raise _Retry from exc  # another event opened this digest first: merge into it
@@ -297,23 +298,19 @@ class JobRunner:
         async with self.sessionmaker() as session, session.begin():
             owned = await self._own_many(session, [ctx.job for ctx, _ in pairs])
             held = {job.id: job for job in owned}
-            repository = EngineRepository(session)
-            # A step retried after its worker died may have saved its message already.
-            existing = await repository.message_keys_of_jobs(list(held))
+            pairs = [(ctx, outcome) for ctx, outcome in pairs if ctx.job.id in held]
+            # Deliveries the providers accepted are stored already (steps.delivery); they are kept.
+            await EngineRepository(session).save_messages([m for _, outcome in pairs for m in outcome.messages])
             released: list[Job] = []
             for ctx, outcome in pairs:
-                job = held.get(ctx.job.id)
-                if job is None:
-                    continue
-                for message in outcome.messages:
-                    if (message.job_id, message.delivery_key or "") not in existing:
-                        session.add(message)
-                extra = await self._settle(session, ctx, job, outcome, released=released)
-                await self._details(session, job, [_queued(ctx, job), *outcome.details, *extra], ctx.step)
+                job = held[ctx.job.id]
+                queued = _queued(ctx, job)
+                extra = await self._settle(session, job, ctx.step, outcome, released=released)
+                await self._details(session, job, [queued, *outcome.details, *extra], ctx.step)
             await queue.queue_next_steps(session, released)
 
     async def _settle(
-        self, session: AsyncSession, ctx: StepContext, job: Job, outcome: StepOutcome, released: list[Job] | None = None
+        self, session: AsyncSession, job: Job, step: dict[str, Any], outcome: StepOutcome, released: list[Job] | None = None
     ) -> list[Detail]:
         """Give the job its next status; returns details to add to the outcome's.
 
@@ -353,7 +350,7 @@ class JobRunner:
         job.status = status
         if status == "failed":
             job.error_text = outcome.error_text
-            if ctx.step.get("shouldStopOnFail"):
+            if step.get("shouldStopOnFail"):
                 halted = await queue.settle_rest_of_chain(session, job, "canceled")
                 return [Detail("Failed", f"Workflow halted: the step failed and shouldStopOnFail is set ({halted} steps not run)")]
         if released is None:
@@ -361,6 +358,40 @@ class JobRunner:
         else:
             released.append(job)
         return []
+
+    async def _fail_for_good(
+        self,
+        session: AsyncSession,
+        job: Job,
+        detail: Detail,
+        released: list[Job] | None = None,
+        *,
+        with_message: bool = True,
+    ) -> None:
+        """Fail a job that will not be tried again (crashes, orphans, abandoned), as any failed step is.
+
+        Its workflow goes on as after a failed step: halted when the step has
+        ``shouldStopOnFail``, the next step released otherwise; a step that
+        delivers through a provider and has no message yet gets one with status
+        ``error``, ``errorId`` and ``errorText``. An expansion says how far it got.
+        """
+        event = await EngineRepository(session).get_event(job.event_id)
+        if job.kind == "event":
+            detail = Detail(detail.status, expansion_failed_detail(job, detail.detail), raw=detail.raw)
+            job.status = "failed"
+            job.error_text = detail.detail
+            job.locked_until = None
+            job.updated_at = utcnow()
+            await self._details(session, job, [detail], None)
+            return
+        step = step_of(event, job) if event is not None else {}
+        outcome = StepOutcome("failed", details=[detail], error_text=detail.detail)
+        if with_message and job.step_type in PROVIDER_CHANNELS and event is not None:
+            if not await EngineRepository(session).messages_of_job(job.id):
+                outcome.messages.append(_error_message(job, event, step, detail.detail))
+        await EngineRepository(session).save_messages(outcome.messages)
+        extra = await self._settle(session, job, step, outcome, released=released)
+        await self._details(session, job, [*outcome.details, *extra], step)
 
     async def _details(self, session: AsyncSession, job: Job, details: list[Detail], step: dict | None) -> None:
         channel = job.step_type
@@ -394,32 +425,58 @@ class JobRunner:
 
     async def _own(self, session: AsyncSession, job: Job) -> Job:
         """Lock the job row and check we still hold its lease."""
-        owned = await queue.lock_job(session, job.id)
-        if owned is None or owned.status != "running" or owned.locked_by != self.worker_id:
-            raise JobLost(job.id)
-        return owned
+        return await queue.lock_owned_job(session, job.id, self.worker_id)
 
     async def _record_crash(self, job: Job, exc: Exception, error_id: str) -> None:
-        """An unexpected error: retry with backoff while attempts remain, then fail with the error kept."""
+        """An unexpected error: retry with backoff while attempts remain, then fail like any failed step."""
         text = f"Internal error {error_id}: {type(exc).__name__}: {exc}"
+        detail = Detail("Failed", text, raw={"traceback": traceback.format_exception_only(exc)})
         try:
             async with self.sessionmaker() as session, session.begin():
                 owned = await self._own(session, job)
-                owned.locked_until = None
-                owned.error_text = text
                 if owned.attempts < owned.max_attempts:
+                    owned.locked_until = None
+                    owned.error_text = text
                     owned.status = "queued"
                     owned.run_at = utcnow() + timedelta(seconds=queue.retry_delay(owned.attempts, self.settings.retry_base_seconds))
+                    await self._details(session, owned, [detail], None)
                 else:
-                    owned.status = "failed"
-                await self._details(
-                    session,
-                    owned,
-                    [Detail("Failed", text, raw={"traceback": traceback.format_exception_only(exc)})],
-                    None,
-                )
+                    await self._fail_for_good(session, owned, detail)
+        except JobLost:
+            logger.info("job %s was taken over by another worker", job.id)
         except Exception:
             logger.exception("could not record the failure of job %s (its lease will expire)", job.id)
+
+
+def step_of(event: Event, job: Job) -> dict[str, Any]:
+    """The step of the event's snapshot that a step job runs (by its id, else by its place)."""
+    steps = event.steps or []
+    return next(
+        (s for i, s in enumerate(steps) if (s.get("_id") or s.get("uuid") or str(i)) == job.step_id),
+        None,
+    ) or _active_step_at(steps, job.step_index or 0)
+
+
+def _error_message(job: Job, event: Event, step: dict[str, Any], text: str) -> Message:
+    """The ``error`` message of a delivery step that failed for good before a provider answered."""
+    return Message(
+        environment_id=job.environment_id,
+        organization_id=job.organization_id,
+        notification_id=job.notification_id,
+        subscriber_id=job.subscriber_id,
+        job_id=job.id,
+        delivery_key="",
+        workflow_id=job.workflow_id,
+        message_template_id=step.get("_templateId"),
+        template_identifier=event.trigger_identifier,
+        transaction_id=job.transaction_id,
+        channel=job.step_type,
+        payload=event.payload or {},
+        overrides=event.overrides or {},
+        status="error",
+        error_id=f"error_{new_id()}",
+        error_text=text,
+    )
 
 
 def _queued(ctx: StepContext, job: Job) -> Detail:

@@ -114,7 +114,7 @@ class Worker:
                     await asyncio.sleep(self.poll_interval)
                 if ran:
                     continue
-                await self.signal.wait(await self._idle_timeout())
+                await self._idle(stop, await self._idle_timeout())
         finally:
             if listener is not None:
                 listener.cancel()
@@ -123,6 +123,24 @@ class Worker:
             if self._owns_http and self.http is not None:
                 await self.http.aclose()
             logger.info("worker %s stopped", self.worker_id)
+
+    async def _idle(self, stop: asyncio.Event, timeout: float) -> None:
+        """Sleep until jobs are signalled, ``timeout`` passes or ``stop`` is set, whichever comes first.
+
+        Waiting on the signal alone would keep a stopping worker (SIGTERM)
+        asleep for up to a whole poll interval.
+        """
+        if stop.is_set():
+            return
+        stopped = asyncio.ensure_future(stop.wait())
+        woken = asyncio.ensure_future(self.signal.wait(timeout))
+        try:
+            await asyncio.wait({stopped, woken}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in (stopped, woken):
+                waiter.cancel()
+                with suppress(asyncio.CancelledError):
+                    await waiter
 
     async def _idle_timeout(self) -> float:
         try:

@@ -4,14 +4,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import insert as sa_insert
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.engine.queue import wake_workers
-from herald.kit.time import utcnow
-from herald.models import Event, Job
+from herald.engine.repository import EngineRepository
+from herald.kit.time import isoformat, utcnow
+from herald.models import Event, ExecutionDetail, Job
 
 
 class EventRepository:
@@ -49,14 +50,72 @@ class EventRepository:
         return result.first() is not None
 
     async def cancel_pending(self, environment_id: str, transaction_id: str) -> int:
-        """Cancel the transaction's jobs that wait on a delay or a digest."""
-        result = await self.session.execute(
-            update(Job)
-            .where(
-                Job.environment_id == environment_id,
-                Job.transaction_id == transaction_id,
-                Job.status.in_(("delayed", "merged", "pending")),
+        """Cancel the transaction's jobs that wait: delays, open digests, merged events, the steps after them.
+
+        A canceled digest that other events merged into does not take them
+        along: the oldest of them opens the digest in its place, due at the
+        same time (Novu's ``assignNextDigestJob``), so the others are still
+        delivered when it closes. Every canceled job, and every digest handed
+        on, gets an execution detail saying so. Returns how many jobs were canceled.
+        """
+        jobs = (
+            await self.session.execute(
+                select(Job)
+                .where(
+                    Job.environment_id == environment_id,
+                    Job.transaction_id == transaction_id,
+                    Job.status.in_(("delayed", "merged", "pending")),
+                )
+                .order_by(Job.id)
+                .with_for_update()
             )
-            .values(status="canceled", updated_at=utcnow())
-        )
-        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+        ).scalars().all()
+        if not jobs:
+            return 0
+        open_digests = [job for job in jobs if job.status == "delayed" and job.step_type == "digest"]
+        now = utcnow()
+        for job in jobs:
+            job.status = "canceled"
+            job.updated_at = now
+        await self.session.flush()
+        engine = EngineRepository(self.session)
+        reason = f"Canceled: transaction {transaction_id} was canceled (DELETE /v1/events/trigger/{transaction_id})"
+        details = [_detail(job, "Warning", reason) for job in jobs]
+        for master in open_digests:
+            promoted = await engine.promote_merged(master)
+            if promoted is None:
+                continue
+            heir, others = promoted
+            details.append(
+                _detail(
+                    master,
+                    "Warning",
+                    f"Digest handed on to job {heir.id}, the oldest event merged into it, with {others} more events",
+                )
+            )
+            details.append(
+                _detail(
+                    heir,
+                    "Pending",
+                    f"Digest reopened by this event: job {master.id}, which held it, was canceled; "
+                    f"{others} more events merged into it; open until {isoformat(heir.run_at)}",
+                )
+            )
+        await engine.add_details(details)
+        if open_digests:
+            await wake_workers(self.session)
+        return len(jobs)
+
+
+def _detail(job: Job, status: str, text: str) -> ExecutionDetail:
+    return ExecutionDetail(
+        environment_id=job.environment_id,
+        organization_id=job.organization_id,
+        job_id=job.id,
+        notification_id=job.notification_id,
+        subscriber_id=job.subscriber_id,
+        transaction_id=job.transaction_id,
+        channel=job.step_type,
+        status=status,
+        detail=text,
+    )

@@ -94,7 +94,9 @@ class FieldFilterPart(Schema):
     field: str
     value: str
     operator: FilterOperator
-    on: Literal["subscriber", "payload"]
+    # "tenant" (one of Novu's FilterPartTypeEnum values) compares the trigger's
+    # tenant: identifier, name, data.* (docs/filters.md).
+    on: Literal["subscriber", "payload", "tenant"]
 
 
 class StepFilter(Schema):

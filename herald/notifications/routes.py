@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
 from herald.kit.auth import PrincipalDep
 from herald.kit.db import SessionDep
+from herald.kit.errors import ValidationFailed
 from herald.kit.pagination import PageDep, paginated
 from herald.kit.schemas import ERROR_RESPONSES, DataResponse, PaginatedResponse
 from herald.notifications import service
@@ -27,12 +28,54 @@ DEFAULT_GRAPH_DAYS = 32
 router = APIRouter(prefix="/v1/notifications", tags=["Activity"], responses=ERROR_RESPONSES)
 
 
+# The repeatable filters; each may also be written name[]=value, as Novu's
+# query parser (qs) and the clients built on it send lists.
+REPEATABLE_FILTERS = ("channels", "templates", "emails", "subscriberIds", "transactionId")
+KNOWN_PARAMETERS = frozenset({"page", "limit", "after", "before", *REPEATABLE_FILTERS})
+# What a caller may mean by a name this endpoint does not take.
+SUGGESTIONS = {"channel": "channels", "subscriberId": "subscriberIds", "template": "templates", "email": "emails"}
+
+
 def _values(description: str) -> Any:
     return Query(max_length=MAX_FILTER_VALUES, description=description)
 
 
+def _bracketed(request: Request, name: str, allowed: tuple[str, ...] | None = None) -> list[str]:
+    """The values given as ``name[]=`` (the OpenAPI document names each filter once, without brackets)."""
+    key = f"{name}[]"
+    values = request.query_params.getlist(key)
+    if len(values) > MAX_FILTER_VALUES:
+        raise ValidationFailed.field(key, f"{key} takes at most {MAX_FILTER_VALUES} values", len(values))
+    for value in values:
+        if allowed is not None and value not in allowed:
+            raise ValidationFailed.field(key, f"{key} must be one of {', '.join(allowed)}", value)
+    return values
+
+
+def _check_parameters(request: Request) -> None:
+    """Refuse a query parameter this endpoint does not take, rather than answer as if it was not there.
+
+    An ignored filter would answer every notification of the environment;
+    a 422 says which name is wrong (``channel`` for ``channels``, ...).
+    """
+    for name in request.query_params:
+        if name in KNOWN_PARAMETERS or name.removesuffix("[]") in REPEATABLE_FILTERS:
+            continue
+        hint = f"; did you mean {SUGGESTIONS[name]}?" if name in SUGGESTIONS else ""
+        known = ", ".join(sorted(KNOWN_PARAMETERS))
+        raise ValidationFailed.field(
+            name, f"{name} is not a query parameter of this endpoint{hint} (it takes {known})", request.query_params.get(name)
+        )
+
+
+def _merged(*lists: list[Any] | None) -> list[Any] | None:
+    values = [value for values in lists if values for value in values]
+    return values or None
+
+
 @router.get("", response_model=PaginatedResponse[ActivityNotification], summary="List notifications (activity feed)")
 async def list_notifications(
+    request: Request,
     page: PageDep,
     session: SessionDep,
     principal: PrincipalDep,
@@ -48,15 +91,18 @@ async def list_notifications(
 ) -> PaginatedResponse[ActivityNotification]:
     """Notifications of the environment, newest first, each with its steps (jobs) and their execution details.
 
-    Filters combine with AND; the values of one repeatable filter with OR.
+    Filters combine with AND; the values of one repeatable filter with OR. A
+    repeatable filter may be given as ``channels=a&channels=b`` or
+    ``channels[]=a&channels[]=b``; an unknown query parameter is refused (422).
     ``totalCount`` is the number of notifications that match.
     """
+    _check_parameters(request)
     filters = ActivityFilter(
-        channels=channels,
-        subscriber_ids=subscriberIds,
-        emails=emails,
-        transaction_ids=transactionId,
-        workflow_ids=templates,
+        channels=_merged(channels, _bracketed(request, "channels", get_args(Channel))),
+        subscriber_ids=_merged(subscriberIds, _bracketed(request, "subscriberIds")),
+        emails=_merged(emails, _bracketed(request, "emails")),
+        transaction_ids=_merged(transactionId, _bracketed(request, "transactionId")),
+        workflow_ids=_merged(templates, _bracketed(request, "templates")),
         after=service.parse_date("after", after),
         before=service.parse_date("before", before),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from typing import Any
 
 import httpx
@@ -30,17 +31,23 @@ _ERROR_KEYS = (
 
 
 def create_http_client(
-    *, timeout: float = TOTAL_TIMEOUT, connect_timeout: float = CONNECT_TIMEOUT, http2: bool = True
+    *,
+    timeout: float = TOTAL_TIMEOUT,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    http2: bool = True,
+    verify: ssl.SSLContext | bool = True,
 ) -> httpx.AsyncClient:
     """The client the engine hands to providers.
 
     ``timeout`` bounds every call as a whole (see :func:`send_request`) as
     well as each read and write; HTTP/2 is negotiated over TLS where the
-    server offers it, which APNs requires.
+    server offers it, which APNs requires. ``verify`` is the TLS trust (the
+    system's by default; a test peer's own certificate in tests).
     """
     return httpx.AsyncClient(
         timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
         http2=http2,
+        verify=verify,
         follow_redirects=False,
         headers={"user-agent": f"herald/{__version__}"},
     )

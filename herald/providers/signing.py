@@ -22,7 +22,16 @@ def webhook_signature(body: bytes, secret: str) -> str:
 
 
 def webhook_secret(provider: Provider[Any]) -> str | None:
-    """The HMAC key of a generic webhook integration: secretKey, else apiKey when hmac is on; None to send unsigned."""
+    """The HMAC key of a generic webhook integration, or None to send unsigned.
+
+    ``hmac`` decides when it is given: ``false`` sends unsigned even with a
+    secretKey; ``true`` signs with secretKey (else apiKey) and refuses to
+    send without either. Without ``hmac`` the body is signed when there is a
+    secretKey, as Novu's chat-webhook and push-webhook do, so receivers that
+    check the signature keep working.
+    """
+    if provider.credentials.get("hmac") not in (None, "") and not provider.flag("hmac"):
+        return None
     secret = provider.credential("secretKey")
     if secret:
         return secret

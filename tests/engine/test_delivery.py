@@ -244,19 +244,217 @@ async def test_chat_without_a_channel_is_a_warning(api: httpx.AsyncClient, app: 
     assert "failed" not in statuses
 
 
-async def test_integration_conditions_pick_the_integration_when_a_tenant_is_given(
+async def test_tenant_conditions_pick_the_integration_and_filter_steps(
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
 ) -> None:
+    """``on: "tenant"`` conditions compare the trigger's tenant: its identifier, name and data."""
     peers.install_twilio(peer, account_sid="AC9", token="tok")
     common = {"accountSid": "AC9", "token": "tok", "baseUrl": peer.url}
     await create_integration(api, providerId="twilio", channel="sms", active=True, credentials={**common, "from": "+1000"})
-    conditions = [{"isNegated": False, "type": "GROUP", "value": "AND", "children": [{"field": "region", "value": "eu", "operator": "EQUAL", "on": "payload"}]}]
-    await create_integration(api, providerId="twilio", channel="sms", active=True, conditions=conditions, credentials={**common, "from": "+4400"})
-    assert (await api.post("/v1/tenants", json={"identifier": "acme", "name": "Acme"})).status_code == 201
+    european = [
+        {
+            "isNegated": False,
+            "type": "GROUP",
+            "value": "AND",
+            "children": [
+                {"field": "data.region", "value": "eu", "operator": "EQUAL", "on": "tenant"},
+                {"field": "name", "value": "Acme", "operator": "EQUAL", "on": "tenant"},
+            ],
+        }
+    ]
+    conditional = await create_integration(
+        api, providerId="twilio", channel="sms", active=True, conditions=european, credentials={**common, "from": "+4400"}
+    )
+    assert conditional["conditions"][0]["children"][0]["on"] == "tenant"
+    for identifier, name, region in (("acme", "Acme", "eu"), ("globex", "Globex", "eu"), ("initech", "Acme", "us")):
+        created = await api.post("/v1/tenants", json={"identifier": identifier, "name": name, "data": {"region": region}})
+        assert created.status_code == 201, created.text
     subscriber = await create_subscriber(api, phone="+15550002")
-    workflow = await create_workflow(api, steps=[SMS])
-    for payload in ({"order": 1, "region": "eu"}, {"order": 2, "region": "us"}):
-        result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload=payload, tenant="acme")
+    acme_only = {
+        "name": "acme inbox",
+        "template": {"type": "in_app", "content": "for acme"},
+        "filters": [{"type": "GROUP", "value": "AND", "children": [{"field": "identifier", "value": "acme", "operator": "EQUAL", "on": "tenant"}]}],
+    }
+    workflow = await create_workflow(api, steps=[SMS, acme_only])
+    inbox = []
+    for tenant in ("acme", "globex", "initech"):
+        result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": tenant}, tenant=tenant)
         await settle(worker, app, result["transactionId"])
+        inbox += await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"], channel="in_app")
     senders = [request.form_value("From") for request in peer.requests_to("/2010-04-01/Accounts/AC9/Messages.json")]
-    assert senders == ["+4400", "+1000"]
+    assert senders == ["+4400", "+1000", "+1000"]
+    assert [message.content for message in inbox] == ["for acme"]
+
+
+async def test_a_primary_integration_with_conditions_is_still_the_default(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    """As in Novu, the primary sends whenever no override and no matching conditional integration names another."""
+    peers.install_twilio(peer, account_sid="AC7", token="tok")
+    conditions = [{"type": "GROUP", "value": "AND", "children": [{"field": "identifier", "value": "acme", "operator": "EQUAL", "on": "tenant"}]}]
+    only = await create_integration(
+        api,
+        providerId="twilio",
+        channel="sms",
+        active=True,
+        conditions=conditions,
+        credentials={"accountSid": "AC7", "token": "tok", "from": "+1700", "baseUrl": peer.url},
+    )
+    assert only["primary"]  # the first active sms integration of the environment
+    subscriber = await create_subscriber(api, phone="+15550006")
+    workflow = await create_workflow(api, steps=[SMS])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "H"})
+    [job] = await settle(worker, app, result["transactionId"])
+    assert job.status == "completed"
+    [request] = peer.requests_to("/2010-04-01/Accounts/AC7/Messages.json")
+    assert request.form_value("From") == "+1700"
+
+
+async def test_email_override_picks_another_integration(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    peers.install_sendgrid(peer, api_key="SG.right")
+    primary = await create_integration(api, providerId="sendgrid", active=True, credentials={"apiKey": "SG.wrong", "from": "a@example.com", "baseUrl": peer.url})
+    backup = await create_integration(
+        api, providerId="sendgrid", active=True, identifier="backup-mail", credentials={"apiKey": "SG.right", "from": "b@example.com", "baseUrl": peer.url}
+    )
+    assert primary["primary"] and not backup["primary"]
+    subscriber = await create_subscriber(api, email="ada@example.com")
+    workflow = await create_workflow(api, steps=[EMAIL])
+    result = await trigger(
+        api, name_of(workflow), subscriber["subscriberId"], payload={"order": "I-1"}, overrides={"email": {"integrationIdentifier": "backup-mail"}}
+    )
+    [job] = await settle(worker, app, result["transactionId"])
+    assert job.status == "completed"
+    [request] = peer.requests_to("/v3/mail/send")
+    assert request.headers["authorization"] == "Bearer SG.right"
+    assert request.json()["from"]["email"] == "b@example.com"
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert (message.status, message.provider_id) == ("sent", "sendgrid")
+    assert message.provider_message_id and message.provider_message_id.startswith("sg-")
+    assert any("backup-mail" in d.detail or d.detail.startswith("Accepted by sendgrid") for d in await details_of(app, result["transactionId"]))
+
+
+@pytest.mark.parametrize("audience", [1, 2], ids=["alone", "in-a-batch"])
+async def test_an_accepted_delivery_is_stored_at_once_so_a_failed_completion_never_sends_it_twice(
+    api: httpx.AsyncClient,
+    app: FastAPI,
+    tenancy: Tenancy,
+    worker: Worker,
+    peer: HttpPeer,
+    monkeypatch: pytest.MonkeyPatch,
+    audience: int,
+) -> None:
+    """The write that completes the job fails after the provider accepted (once per job): the retry does not send again."""
+    from herald.engine.runner import JobRunner
+
+    peers.install_sendgrid(peer, api_key="SG.once")
+    await create_integration(api, providerId="sendgrid", active=True, credentials={"apiKey": "SG.once", "from": "a@example.com", "baseUrl": peer.url})
+    subscribers = [await create_subscriber(api, email=f"reader{n}@example.com") for n in range(audience)]
+    workflow = await create_workflow(api, steps=[EMAIL])
+    settle_step = JobRunner._settle
+    failures = {"left": audience}  # a batch write, then the first job's own write (or the lone job's)
+
+    async def failing_settle(self: JobRunner, *args: Any, **kwargs: Any) -> Any:
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            raise ConnectionError("the database went away after the send")
+        return await settle_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(JobRunner, "_settle", failing_settle)
+    result = await trigger(api, name_of(workflow), [s["subscriberId"] for s in subscribers], payload={"order": "J"})
+
+    jobs = await settle(worker, app, result["transactionId"])
+
+    assert failures["left"] == 0
+    assert [job.status for job in jobs] == ["completed"] * audience
+    assert max(job.attempts for job in jobs) == 2  # one job was retried
+    assert len(peer.requests_to("/v3/mail/send")) == audience
+    messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert sorted(m.email for m in messages) == sorted(s["email"] for s in subscribers)
+    assert all(m.status == "sent" and m.provider_message_id for m in messages)
+    assert any(d.detail.startswith("Already sent by sendgrid") for d in await details_of(app, result["transactionId"]))
+
+
+async def test_a_push_channel_without_device_tokens_is_a_warning(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    await create_integration(api, providerId="push-webhook", channel="push", active=True, credentials={"webhookUrl": f"{peer.url}/push-hook"})
+    subscriber = await create_subscriber(api)
+    response = await api.put(
+        f"/v1/subscribers/{subscriber['subscriberId']}/credentials", json={"providerId": "push-webhook", "credentials": {"deviceTokens": []}}
+    )
+    assert response.status_code == 200, response.text
+    workflow = await create_workflow(api, steps=[{"name": "push", "template": {"type": "push", "title": "T", "content": "x"}}, IN_APP])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"])
+    jobs = await settle(worker, app, result["transactionId"])
+    assert [j.status for j in jobs] == ["skipped", "completed"]
+    [push] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"], channel="push")
+    assert push.status == "warning"
+    assert push.error_text == f"Subscriber {subscriber['subscriberId']} has no push channel that can be used (push-webhook has no device token)"
+    assert peer.requests == []
+
+
+async def test_a_chat_retry_sends_only_what_may_still_succeed(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    """One channel refused for good, another failed for a while: the retry sends to the second only."""
+    peer.route("POST", "/hooks/refuse", peers.status_answer(400, {"error": "no such hook"}))
+    answers = iter([peers.status_answer(503, "busy")])
+
+    def busy_once(request: peers.RecordedRequest):  # type: ignore[no-untyped-def]
+        return next(answers, peers.status_answer(200, "ok"))(request)
+
+    peer.route("POST", "/services/T1/B1/X1", busy_once)
+    await create_integration(api, providerId="chat-webhook", channel="chat", active=True, credentials={})
+    await create_integration(api, providerId="slack", channel="chat", active=True, credentials={})
+    subscriber = await create_subscriber(api)
+    for provider_id, url in (("chat-webhook", f"{peer.url}/hooks/refuse"), ("slack", f"{peer.url}/services/T1/B1/X1")):
+        response = await api.put(
+            f"/v1/subscribers/{subscriber['subscriberId']}/credentials", json={"providerId": provider_id, "credentials": {"webhookUrl": url}}
+        )
+        assert response.status_code == 200, response.text
+    workflow = await create_workflow(api, steps=[{"name": "chat", "template": {"type": "chat", "content": "Deployed"}}])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"])
+
+    [job] = await settle(worker, app, result["transactionId"])
+
+    assert (job.status, job.attempts) == ("failed", 2)
+    assert len(peer.requests_to("/hooks/refuse")) == 1
+    assert len(peer.requests_to("/services/T1/B1/X1")) == 2
+    messages = {m.provider_id: m for m in await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])}
+    assert (messages["chat-webhook"].status, messages["slack"].status) == ("error", "sent")
+    assert any(d.detail.startswith("Not sent again: it failed for good") for d in await details_of(app, result["transactionId"]))
+
+
+async def test_a_delivery_that_succeeds_after_an_error_updates_its_message(app: FastAPI, api: httpx.AsyncClient) -> None:
+    from herald.engine.repository import EngineRepository
+    from herald.kit.ids import new_id
+    from herald.models import Message
+    from tests.fixtures.builders import insert_in_app_message
+
+    subscriber = await create_subscriber(api)
+    job_id = new_id()
+    failed = await insert_in_app_message(
+        app, subscriber, channel="chat", job_id=job_id, delivery_key="chat:slack:0", status="error", error_id="provider_error_503", error_text="busy"
+    )
+    retried = Message(
+        environment_id=failed.environment_id,
+        organization_id=failed.organization_id,
+        notification_id=failed.notification_id,
+        subscriber_id=failed.subscriber_id,
+        transaction_id=failed.transaction_id,
+        job_id=job_id,
+        delivery_key="chat:slack:0",
+        channel="chat",
+        content="Hello",
+        status="sent",
+        provider_id="slack",
+        provider_message_id="ts-1",
+        delivered_at=["2024-05-01T12:00:00.000Z"],
+    )
+    async with app.state.sessionmaker() as session, session.begin():
+        await EngineRepository(session).save_messages([retried])
+    async with app.state.sessionmaker() as session:
+        [stored] = (await session.execute(select(Message).where(Message.job_id == job_id))).scalars().all()
+    assert (stored.id, stored.status, stored.provider_message_id, stored.error_id, stored.error_text) == (failed.id, "sent", "ts-1", None, None)

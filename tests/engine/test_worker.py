@@ -124,6 +124,9 @@ async def test_steps_run_in_order_and_a_retried_in_app_step_makes_one_message(
     await worker.run_until_idle()
     messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
     assert sorted(m.content for m in messages) == ["Hello Ada, x", "second"]
+    # The rerun found the message it made the first time and finished, as a fresh run would.
+    rerun = next(job for job in await jobs_of(app, result["transactionId"]) if job.id == step_jobs[0].id)
+    assert (rerun.status, rerun.error_text) == ("completed", None)
 
 
 async def test_topic_fan_out_collapses_duplicates_and_excludes_the_actor(
@@ -260,6 +263,10 @@ async def test_regular_digest_merges_events_into_one_message(
     await worker.run_until_idle()
     [message] = await messages_of(app, tenancy.environment_id, subscriber_id=subscriber["_id"])
     assert message.content == "4 events: 0 1 2 3 "
+    # The digest's first run and the run that closed it are attempts 1 of their claims (never "attempt 0").
+    master = [j for j in await jobs_of(app, results[0]["transactionId"]) if j.kind == "step"][0]
+    queued = [d.detail for d in await details_of(app, results[0]["transactionId"]) if d.job_id == master.id and d.status == "Queued"]
+    assert queued == ["Step digest queued; attempt 1", "Step digest queued; attempt 1"]
 
 
 async def test_digest_key_groups_events(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker) -> None:
@@ -308,7 +315,8 @@ async def test_backoff_digest_sends_the_first_event_straight_through(
         await fast_forward(app, result["transactionId"])
     await worker.run_until_idle()
     contents = sorted(m.content for m in await messages_of(app, tenancy.environment_id, subscriber_id=subscriber["_id"]))
-    assert contents == ["0 events: ", "2 events: 2 3 "]
+    # The event let straight through is a digest of itself for the steps after it (as in Novu).
+    assert contents == ["1 events: 1 ", "2 events: 2 3 "]
 
 
 async def test_timed_digest_waits_for_the_configured_time(
@@ -329,6 +337,17 @@ async def test_timed_digest_waits_for_the_configured_time(
 
     local = open_digest.run_at.astimezone(ZoneInfo("Europe/Paris"))
     assert (local.hour, local.minute) == (9, 30)
+    later = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"n": 2})
+    await worker.run_until_idle()
+    assert [j.status for j in await jobs_of(app, later["transactionId"]) if j.kind == "step"] == ["merged", "merged"]
+    assert await messages_of(app, tenancy.environment_id, subscriber_id=subscriber["_id"]) == []
+
+    # The configured time comes: the digest closes and delivers both events.
+    assert await fast_forward(app, result["transactionId"]) == 1
+    await worker.run_until_idle()
+    [message] = await messages_of(app, tenancy.environment_id, subscriber_id=subscriber["_id"])
+    assert message.content == "2 events: 1 2 "
+    assert [j.status for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"] == ["completed", "completed"]
 
 
 async def test_step_filters_skip_a_step_and_the_next_runs(
@@ -371,23 +390,29 @@ async def test_a_job_whose_worker_died_is_taken_by_another(
 ) -> None:
     from datetime import timedelta
 
-    from herald.engine import queue
     from herald.kit.time import utcnow
 
     subscriber = await create_subscriber(api)
     workflow = await create_workflow(api, steps=[IN_APP])
-    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"])
-    await worker.run_until_idle()
-    step = next(j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step")
-    # Pretend another worker claimed the job and died: running, with a lease in the past.
+    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"item": "x"})
+    worker.runner.batch_size = 0  # expand only: the step is left queued
+    await _run_until_expanded(worker, app, result["transactionId"])
+    worker.runner.batch_size = worker.batch_size
+    [step] = [j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
+    assert step.status == "queued"
+    # Another worker claimed the step and died: running, its lease in the past, nothing written.
     async with app.state.sessionmaker() as session:
         job = await session.get(Job, step.id)
-        job.status, job.locked_by, job.locked_until = "running", "dead-worker", utcnow() - timedelta(seconds=1)
+        job.status, job.locked_by, job.attempts = "running", "dead-worker", 1
+        job.locked_until = utcnow() - timedelta(seconds=1)
         await session.commit()
-    async with app.state.sessionmaker() as session, session.begin():
-        claimed = await queue.claim_jobs(session, "rescuer", 100, 30)
-    assert step.id in [job.id for job in claimed]
-    assert len(await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])) == 1
+
+    await worker.run_until_idle()
+
+    [step] = [j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
+    assert (step.status, step.attempts, step.locked_by) == ("completed", 2, worker.worker_id)
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert message.content == "Hello Ada, x"
     assert await session_count(app, subscriber["_id"]) == 1
 
 
@@ -556,3 +581,33 @@ async def test_a_fan_out_larger_than_the_batch_is_left_queued_for_every_worker(
     assert await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"]) == []
     await worker.run_until_idle()
     assert len(await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])) == 4
+
+
+async def test_a_stopped_worker_ends_without_waiting_for_its_poll(app: FastAPI) -> None:
+    """``stop`` wakes an idle worker at once (a SIGTERM to ``herald worker`` does not wait for the poll)."""
+    import asyncio
+    from dataclasses import replace
+
+    from herald.app import build_worker
+
+    idle_worker = build_worker(replace(app.state.settings, worker_poll_seconds=600.0), app.state.sessionmaker)
+    idle = asyncio.Event()
+
+    async def idle_timeout() -> float:
+        idle.set()  # the worker found nothing to do and is about to sleep, for the whole poll
+        return 600.0
+
+    idle_worker._idle_timeout = idle_timeout  # type: ignore[method-assign]
+    # Due jobs other tests left behind are not this test's business.
+    idle_worker.run_once = _nothing_to_run  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    running = asyncio.create_task(idle_worker.run_forever(stop))
+    await asyncio.wait_for(idle.wait(), 10)
+    await asyncio.sleep(0.05)  # let it start sleeping
+    stop.set()
+    # Far less than the 600 s poll (or the next due job) it would otherwise sleep through.
+    await asyncio.wait_for(running, 10)
+
+
+async def _nothing_to_run() -> int:
+    return 0

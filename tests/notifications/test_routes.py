@@ -303,6 +303,37 @@ async def test_filters(api: httpx.AsyncClient, app: FastAPI) -> None:
     assert body["errors"]["channels.0"]["value"] == "fax"
 
 
+async def test_array_forms_filter_and_unknown_parameters_are_refused(api: httpx.AsyncClient, app: FastAPI) -> None:
+    """``channels[]=``/``subscriberIds[]=`` (as qs-based clients send lists) filter; ``channel=`` is a 422, not ignored."""
+    in_app = await create_workflow(api)
+    email = await create_workflow(api, steps=[{"name": "mail", "template": {"type": "email", "subject": "Hi", "content": "Hello"}}])
+    ada = await create_subscriber(api)
+    grace = await create_subscriber(api)
+    mail = await record_run(app, email, ada)
+    grace_run = await record_run(app, in_app, grace)
+
+    assert ids(await list_activity(api, **{"channels[]": "email"})) == [mail["notification_id"]]
+    assert ids(await list_activity(api, **{"subscriberIds[]": [grace["subscriberId"]]})) == [grace_run["notification_id"]]
+    assert ids(await list_activity(api, **{"transactionId[]": mail["transaction_id"], "templates[]": email["_id"]})) == [
+        mail["notification_id"]
+    ]
+    # Both spellings of one filter add up (OR), as repeated values do.
+    assert set(ids(await list_activity(api, **{"channels": "email", "channels[]": "in_app"}))) == {
+        mail["notification_id"], grace_run["notification_id"]
+    }
+    body = assert_error(await api.get("/v1/notifications", params={"channels[]": "fax"}), 422)
+    assert body["errors"]["channels[]"] == {
+        "messages": ["channels[] must be one of in_app, email, sms, chat, push"],
+        "value": "fax",
+    }
+
+    for name, hint in (("channel", "channels"), ("subscriberId", "subscriberIds"), ("topicKey", None)):
+        body = assert_error(await api.get("/v1/notifications", params={name: "x"}), 422)
+        [message] = body["errors"][name]["messages"]
+        assert message.startswith(f"{name} is not a query parameter of this endpoint")
+        assert (f"did you mean {hint}?" in message) if hint else "did you mean" not in message
+
+
 async def test_scoped_to_the_callers_environment(
     api: httpx.AsyncClient,
     production_api: httpx.AsyncClient,

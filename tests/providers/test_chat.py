@@ -168,6 +168,20 @@ async def test_chat_webhook_without_a_secret_sends_unsigned(peer: HttpPeer, http
     assert "x-novu-signature" not in request.headers
 
 
+@pytest.mark.parametrize("hmac_off", [False, "false"])
+async def test_chat_webhook_with_hmac_off_sends_unsigned_even_with_a_secret(
+    peer: HttpPeer, http: httpx.AsyncClient, hmac_off: object
+) -> None:
+    peers.install_signed_webhook(peer, path="/hooks/chat", secret=None)
+
+    await ChatWebhookProvider({"hmac": hmac_off, "secretKey": "chat-secret"}, http).send(
+        ChatMessage(content="Deployed", webhook_url=f"{peer.url}/hooks/chat")
+    )
+
+    [request] = peer.requests
+    assert "x-novu-signature" not in request.headers
+
+
 async def test_chat_webhook_with_hmac_on_and_no_secret_is_a_permanent_error(
     peer: HttpPeer, http: httpx.AsyncClient
 ) -> None:

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from herald.providers import ProviderError, PushMessage
+from herald.providers import ProviderError, PushMessage, create_http_client
 from herald.providers.push.apns import ApnsProvider
 from herald.providers.push.expo import ExpoProvider
 from herald.providers.push.fcm import FcmProvider
 from herald.providers.push.onesignal import OneSignalProvider
 from herald.providers.push.webhook import PushWebhookProvider
 from tests.fixtures import peers
-from tests.fixtures.peers import EcKey, HttpPeer, RsaKey, hmac_hex
+from tests.fixtures.peers import EcKey, Http2Peer, HttpPeer, RsaKey, hmac_hex
 from tests.providers.cases import APNS_TOKEN, EXPO_TOKEN, service_account
 
 MESSAGE = PushMessage(
@@ -180,6 +181,34 @@ async def test_apns_sends_an_alert_with_token_auth(peer: HttpPeer, p8_key: EcKey
         "unread": 3,
     }
     assert result.provider_message_id  # the apns-id header
+
+
+@pytest.fixture(scope="module")
+def h2_peer() -> Iterator[Http2Peer]:
+    server = Http2Peer().start()
+    yield server
+    server.stop()
+
+
+async def test_apns_speaks_http2_with_token_auth(h2_peer: Http2Peer, p8_key: EcKey) -> None:
+    """The shared client negotiates HTTP/2 (TLS, ALPN h2) with a peer that speaks nothing else, as Apple's."""
+    h2_peer.reset()
+    install_apns(h2_peer, p8_key)  # type: ignore[arg-type]
+    credentials = apns_credentials(h2_peer, p8_key)  # type: ignore[arg-type]
+
+    async with create_http_client(timeout=5.0, verify=h2_peer.client_context()) as http:
+        result = await ApnsProvider(credentials, http).send(with_tokens(APNS_TOKEN, overrides={"collapseId": "thread-t1"}))
+
+    [request] = h2_peer.requests
+    assert request.http_version == "HTTP/2"
+    assert (request.method, request.path) == ("POST", f"/3/device/{APNS_TOKEN}")
+    assert request.host == f"127.0.0.1:{h2_peer.port}"
+    assert request.headers["authorization"].startswith("bearer ")  # the ES256 provider token the peer verified
+    assert request.headers["apns-topic"] == "test.herald.app"
+    assert (request.headers["apns-push-type"], request.headers["apns-priority"]) == ("alert", "10")
+    assert request.headers["apns-collapse-id"] == "thread-t1"
+    assert request.json()["aps"]["alert"] == {"title": "New message", "body": "Ada sent you a message"}
+    assert result.provider_message_id  # the apns-id header of the 200 answer
 
 
 async def test_apns_background_push(peer: HttpPeer, p8_key: EcKey, http: httpx.AsyncClient) -> None:
@@ -394,6 +423,16 @@ async def test_push_webhook_posts_the_notification_signed(peer: HttpPeer, http: 
     }
     assert request.headers["x-novu-signature"] == hmac_hex("push-secret", request.body)
     assert result.provider_message_id and result.provider_message_id.startswith("hook-")
+
+
+async def test_push_webhook_with_hmac_off_sends_unsigned(peer: HttpPeer, http: httpx.AsyncClient) -> None:
+    peers.install_signed_webhook(peer, path="/hooks/push", secret=None)
+    credentials = {"webhookUrl": f"{peer.url}/hooks/push", "secretKey": "push-secret", "hmac": False}
+
+    await PushWebhookProvider(credentials, http).send(with_tokens("d1"))
+
+    [request] = peer.requests
+    assert "x-novu-signature" not in request.headers
 
 
 async def test_push_without_tokens_is_a_permanent_error(http: httpx.AsyncClient) -> None:

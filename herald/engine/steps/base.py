@@ -3,7 +3,9 @@
 A step reads its context, may talk to a provider, and answers a
 ``StepOutcome``; the runner writes the outcome (messages, execution details,
 the job's new status, the next step released) in one transaction. Steps that
-talk to providers therefore hold no transaction open while the network is slow.
+talk to providers therefore hold no transaction open while the network is slow;
+the one write they make themselves is a delivery the provider accepted, stored
+at once (see ``steps.delivery``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class StepContext:
     http: httpx.AsyncClient
     box: SecretBox
     settings: EngineSettings
+    # The worker running the step: a provider's answer is stored only while it holds the job's lease.
+    worker_id: str = ""
 
     @property
     def template(self) -> dict[str, Any]:
@@ -98,6 +102,9 @@ class StepContext:
             payload=self.payload,
             overrides=self.event.overrides or {},
             cta=fields.pop("cta", {}) or {},
+            # Set now, not left to the column default: a retried step looks its
+            # earlier message up by (job, delivery_key), and "" is what is stored.
+            delivery_key=fields.pop("delivery_key", "") or "",
             **fields,
         )
 

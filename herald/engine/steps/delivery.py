@@ -2,9 +2,12 @@
 
 A send is recorded per delivery (one per integration for email and sms, one
 per subscriber channel entry for chat and push) under a ``delivery_key``. A
-delivery already accepted by its provider is never sent again when the job is
-retried: the runner stores accepted messages even when another delivery of the
-same job failed transiently and the job goes back to the queue.
+delivery the provider accepted is stored at once, in a short transaction of
+its own (while the worker still holds the job's lease), before anything else
+is written: should writing the job's outcome fail afterwards (a database error,
+a lost lease), the retry finds the delivery recorded and does not send it
+again. A delivery that failed for good (a permanent error) is not sent again
+either when another delivery of the same job is retried.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from herald.engine import queue
 from herald.engine.filters import FilterContext, step_passes
 from herald.engine.repository import EngineRepository
 from herald.engine.steps.base import Detail, StepContext, StepOutcome
@@ -44,7 +48,10 @@ def select_integration(ctx: StepContext, channel: str, integrations: Sequence[In
 
     ``overrides.<channel>.integrationIdentifier`` names one; otherwise, with a
     tenant, the first active integration whose conditions match; otherwise the
-    channel's primary (or, with no primary, the highest-priority active one).
+    channel's primary, even when it has conditions of its own (as Novu, which
+    reads the primary without looking at them); with no primary, the
+    highest-priority active integration without conditions (one with
+    conditions is there for the tenants they name).
     """
     override = ((ctx.event.overrides or {}).get(channel) or {}).get("integrationIdentifier")
     if override:
@@ -57,28 +64,36 @@ def select_integration(ctx: StepContext, channel: str, integrations: Sequence[In
         for integration in integrations:
             if integration.conditions and step_passes(integration.conditions, context).passed:
                 return integration, f"integration {integration.identifier} chosen by its conditions"
+    primary = next((i for i in integrations if i.primary), None)
+    if primary is not None:
+        return primary, f"integration {primary.identifier} (primary)"
     unconditional = [i for i in integrations if not i.conditions]
     if not unconditional:
         return None, f"No active {channel} integration in this environment"
-    chosen = next((i for i in unconditional if i.primary), unconditional[0])
-    return chosen, f"integration {chosen.identifier} ({'primary' if chosen.primary else 'highest priority'})"
+    return unconditional[0], f"integration {unconditional[0].identifier} (highest priority)"
 
 
 async def deliver(ctx: StepContext, deliveries: list[Delivery], already: dict[str, Message]) -> StepOutcome:
-    """Send every delivery not yet accepted; answer what the job should become."""
+    """Send every delivery not yet settled; answer what the job should become."""
     details: list[Detail] = []
     messages: list[Message] = []
     transient: list[str] = []
     permanent: list[str] = []
     for delivery in deliveries:
         delivery.message.delivery_key = delivery.key
+        provider_id = delivery.integration.provider_id
         previous = already.get(delivery.key)
         if previous is not None and previous.status == "sent":
-            details.append(Detail("Success", f"Already sent by {delivery.integration.provider_id} (id {previous.provider_message_id}); not sent again", delivery.integration.provider_id))
+            details.append(Detail("Success", f"Already sent by {provider_id} (id {previous.provider_message_id}); not sent again", provider_id))
             continue
-        cls = provider_class(delivery.integration.provider_id)
+        if previous is not None and previous.status == "error":
+            # Failed for good on an earlier attempt (a retry would meet the same refusal).
+            permanent.append(previous.error_text or "delivery failed")
+            details.append(Detail("Failed", f"Not sent again: it failed for good on an earlier attempt ({previous.error_text})", provider_id))
+            continue
+        cls = provider_class(provider_id)
         if cls is None:
-            permanent.append(_fail(delivery, messages, details, f"Provider {delivery.integration.provider_id!r} is not supported by Herald"))
+            permanent.append(_fail(delivery, messages, details, f"Provider {provider_id!r} is not supported by Herald"))
             continue
         provider = cls(ctx.box.open_credentials(delivery.integration.credentials), ctx.http)
         try:
@@ -86,28 +101,35 @@ async def deliver(ctx: StepContext, deliveries: list[Delivery], already: dict[st
         except ProviderError as exc:
             if exc.transient and ctx.job.attempts < ctx.job.max_attempts:
                 transient.append(exc.message)
-                details.append(Detail("Failed", f"Provider error (will retry): {exc.message}", delivery.integration.provider_id))
+                details.append(Detail("Failed", f"Provider error (will retry): {exc.message}", provider_id))
             else:
                 permanent.append(_fail(delivery, messages, details, exc.message, status_code=exc.status_code))
             continue
         delivery.message.status = "sent"
         delivery.message.provider_message_id = result.provider_message_id
         delivery.message.delivered_at = [isoformat(ctx.now)]
+        await record_accepted(ctx, delivery.message)
         messages.append(delivery.message)
         note = f"; some recipients failed: {'; '.join(result.failures)}" if result.failures else ""
         details.append(
-            Detail(
-                "Success",
-                f"Accepted by {delivery.integration.provider_id} (id {result.provider_message_id}){note}",
-                delivery.integration.provider_id,
-                raw=result.raw,
-            )
+            Detail("Success", f"Accepted by {provider_id} (id {result.provider_message_id}){note}", provider_id, raw=result.raw)
         )
     if transient:
         return StepOutcome("failed", details=details, messages=messages, retryable=True, error_text="; ".join(transient))
     if permanent:
         return StepOutcome("failed", details=details, messages=messages, error_text="; ".join(permanent))
     return StepOutcome("completed", details=details, messages=messages)
+
+
+async def record_accepted(ctx: StepContext, message: Message) -> None:
+    """Store a delivery the provider accepted, at once, while this worker still holds the job.
+
+    A worker whose lease ran out (``JobLost``) writes nothing: the job, and
+    what to record about it, belong to the worker that took it over.
+    """
+    async with ctx.sessionmaker() as session, session.begin():
+        await queue.lock_owned_job(session, ctx.job.id, ctx.worker_id)
+        await EngineRepository(session).save_messages([message])
 
 
 def _fail(delivery: Delivery, messages: list[Message], details: list[Detail], text: str, status_code: int | None = None) -> str:

@@ -3,7 +3,8 @@
 regular: the first event opens a digest for (workflow step, subscriber,
 payload[digestKey]) that stays open for amount/unit; events arriving meanwhile
 are merged into it. backoff: an event with no other of the same key within
-backoffAmount/backoffUnit goes straight through; later ones digest as regular.
+backoffAmount/backoffUnit goes straight through (the steps after it see a
+digest of that one event); later ones digest as regular.
 timed: the digest stays open until the next time the TimedConfig names, in the
 subscriber's timezone. When the digest closes, the steps after it see
 ``step.digest``, ``step.events`` (the payloads, oldest first) and
@@ -49,9 +50,11 @@ async def run(ctx: StepContext) -> StepOutcome:
             if kind == "backoff" or metadata.get("backoff"):
                 window_start = subtract_duration(ctx.now, metadata.get("backoffAmount"), metadata.get("backoffUnit"))
                 if await repository.recent_digest_jobs(ctx.job, key, window_start) == 0:
+                    # As in Novu, the steps after it see a digest of this one event.
                     return StepOutcome(
                         "skipped",
                         details=[Detail("Success", "No other event within the backoff window: sent without digest")],
+                        result={"events": [ctx.payload], "total_count": 1},
                         digest_key=key,
                     )
             open_digest = await repository.open_digest(ctx.job, key)

@@ -1,4 +1,8 @@
-"""The push step: one send per push channel of the subscriber, to its device tokens."""
+"""The push step: one send per push channel of the subscriber, to its device tokens.
+
+A channel entry without device tokens is left out, like a subscriber without
+an email address: with no entry left the step is a warning, not a failure.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ async def run(ctx: StepContext) -> StepOutcome:
 
     def build(credentials: dict[str, Any], integration: Integration):  # type: ignore[no-untyped-def]
         tokens = [token for token in credentials.get("deviceTokens") or [] if isinstance(token, str) and token]
+        if not tokens:
+            return f"{integration.provider_id} has no device token"
         push = PushMessage(
             tokens=tokens,
             title=rendered.title,

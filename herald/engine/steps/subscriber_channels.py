@@ -13,11 +13,12 @@ from herald.models import Integration, Message
 async def deliver_to_channels(
     ctx: StepContext,
     channel: str,
-    build: Callable[[dict[str, Any], Integration], tuple[Message, Callable[..., Any]] | None],
+    build: Callable[[dict[str, Any], Integration], tuple[Message, Callable[..., Any]] | str],
 ) -> StepOutcome:
+    """Deliver to each channel entry; ``build`` answers the message and its send, or why the entry cannot be used."""
     integrations, already = await load_integrations(ctx, channel)
     deliveries = []
-    unmatched = []
+    unusable = []
     for index, entry in enumerate(ctx.subscriber.channels or []):
         provider_id = entry.get("providerId")
         wanted = entry.get("integrationIdentifier")
@@ -26,18 +27,21 @@ async def deliver_to_channels(
         )
         if integration is None:
             if any(i.channel == channel for i in integrations) or provider_id:
-                unmatched.append(str(provider_id))
+                unusable.append(f"{provider_id} has no active integration")
             continue
         built = build(entry.get("credentials") or {}, integration)
-        if built is None:
+        if isinstance(built, str):
+            unusable.append(built)
             continue
         message, send = built
         deliveries.append(Delivery(f"{channel}:{integration.identifier}:{index}", integration, message, send))
     if not deliveries:
-        text = (
-            f"Subscriber {ctx.subscriber.subscriber_id} has no {channel} channel with an active integration"
-            + (f" (channels without one: {', '.join(unmatched)})" if unmatched else "")
+        text = f"Subscriber {ctx.subscriber.subscriber_id} has no {channel} channel that can be used" + (
+            f" ({'; '.join(unusable)})" if unusable else ""
         )
         message = ctx.new_message(channel, status="warning", error_id="missing_channel", error_text=text)
         return StepOutcome("skipped", details=[Detail("Warning", text)], messages=[message])
-    return await deliver(ctx, deliveries, already)
+    outcome = await deliver(ctx, deliveries, already)
+    if unusable:
+        outcome.details.append(Detail("Warning", f"Channels left out: {'; '.join(unusable)}"))
+    return outcome

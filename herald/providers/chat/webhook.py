@@ -17,10 +17,10 @@ from herald.providers.signing import (
 class ChatWebhookProvider(ChatProvider):
     """Credentials: webhookUrl (fallback for the subscriber's), secretKey, hmac.
 
-    Body: ``{"content", "webhookUrl", "channel"?, "title"?}``. When the
-    integration has a secretKey (or hmac is on; then apiKey may stand in for
-    the secret) the raw body is signed with HMAC-SHA256, hex digest in
-    ``x-novu-signature``, as Novu's own chat-webhook does.
+    Body: ``{"content", "webhookUrl", "channel"?, "title"?}``. The raw body
+    is signed with HMAC-SHA256, hex digest in ``x-novu-signature``, as Novu's
+    own chat-webhook does, when the integration has a secretKey; ``hmac``
+    overrides that when given (see ``signing.webhook_secret``).
     """
 
     provider_id: ClassVar[str] = "chat-webhook"

@@ -19,7 +19,8 @@ class PushWebhookProvider(PushProvider):
 
     Body, as Novu's push-webhook sends it: ``{"target": [tokens], "title",
     "content", "payload", "overrides"}``. Signed like chat-webhook: hex
-    HMAC-SHA256 of the raw body in ``x-novu-signature``.
+    HMAC-SHA256 of the raw body in ``x-novu-signature``, when there is a
+    secretKey or ``hmac`` is true, and never when ``hmac`` is false.
     """
 
     provider_id: ClassVar[str] = "push-webhook"

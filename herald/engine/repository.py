@@ -404,10 +404,6 @@ def _chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[start : start + size] for start in range(0, len(items), size)]
 
 
-def _chunks(items: list[Any], size: int) -> list[list[Any]]:
-    return [items[start : start + size] for start in range(0, len(items), size)]
-
-
 def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Multi-row inserts need every row to name the same columns."""
     keys = set().union(*(row.keys() for row in rows))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from herald import __version__
 from herald.config import Settings, load_settings
 from herald.engine.queue import JobSignal
-from herald.kit.asgi import LastResortMiddleware
+from herald.kit.asgi import CountRequestsMiddleware, LastResortMiddleware, RequestsInFlight
 from herald.kit.auth import ApiKeyResolver
 from herald.kit.crypto import SecretBox
 from herald.kit.db import create_engine, create_sessionmaker
@@ -51,7 +51,12 @@ def _routers() -> list:
     return [events, health, integrations, workflows, subscribers, topics, tenants, messages, notifications]
 
 
-def build_worker(settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], signal: JobSignal | None = None) -> Worker:
+def build_worker(
+    settings: Settings,
+    sessionmaker: async_sessionmaker[AsyncSession],
+    signal: JobSignal | None = None,
+    pressure: Callable[[], int] | None = None,
+) -> Worker:
     """A worker for this process, configured from settings."""
     from herald.engine.steps.base import EngineSettings
     from herald.engine.worker import Worker
@@ -65,6 +70,7 @@ def build_worker(settings: Settings, sessionmaker: async_sessionmaker[AsyncSessi
         poll_interval=settings.worker_poll_seconds,
         signal=signal or JobSignal(),
         database_url=settings.database_url,
+        pressure=pressure or (lambda: 0),
     )
 
 
@@ -75,6 +81,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     api_keys = ApiKeyResolver(sessionmaker, settings.api_key_cache_seconds)
 
     job_signal = JobSignal()
+    in_flight = RequestsInFlight()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -85,7 +92,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         worker_task = None
         if settings.run_worker:
-            worker = build_worker(settings, sessionmaker, signal=job_signal)
+            # It gives way to this process's API when requests are waiting (engine/worker.py).
+            worker = build_worker(settings, sessionmaker, signal=job_signal, pressure=lambda: in_flight.count)
             worker_task = asyncio.create_task(worker.run_forever(stop))
         try:
             yield
@@ -137,4 +145,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         RequestGuardMiddleware, max_bytes=settings.max_body_bytes, max_event_bytes=settings.max_event_body_bytes
     )
     app.add_middleware(LastResortMiddleware)
+    app.add_middleware(CountRequestsMiddleware, counter=in_flight)
     return app

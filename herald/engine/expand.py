@@ -21,10 +21,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.engine.repository import EngineRepository
+from herald.engine.repository import EngineRepository, detail_row
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
-from herald.models import Event, ExecutionDetail, Job
+from herald.models import Event, Job
 
 BATCH_SIZE = 1000
 
@@ -280,18 +280,12 @@ def expansion_failed_detail(job: Job, reason: str) -> str:
     )
 
 
-def expansion_detail(job: Job, progress: ExpansionProgress) -> ExecutionDetail:
+def expansion_detail(job: Job, progress: ExpansionProgress) -> dict[str, Any]:
     total = (job.data or {}).get("created", 0)
-    return ExecutionDetail(
-        environment_id=job.environment_id,
-        organization_id=job.organization_id,
-        job_id=job.id,
-        transaction_id=job.transaction_id,
-        status="Success" if progress.done else "Pending",
-        detail=(
-            f"Trigger expanded into {total} notifications"
-            if progress.done
-            else f"Trigger expansion in progress: {total} notifications so far"
-        )
-        + "".join(f"; {note}" for note in (job.data or {}).get("notes", [])),
+    text = (
+        f"Trigger expanded into {total} notifications"
+        if progress.done
+        else f"Trigger expansion in progress: {total} notifications so far"
     )
+    text += "".join(f"; {note}" for note in (job.data or {}).get("notes", []))
+    return detail_row(job, "Success" if progress.done else "Pending", text)

@@ -20,13 +20,13 @@ from herald.engine import queue
 from herald.engine.expand import HandOff, expand_events, expansion_detail, expansion_failed_detail
 from herald.engine.filters import FilterContext, step_passes
 from herald.engine.queue import JobLost
-from herald.engine.repository import EngineRepository
+from herald.engine.repository import EngineRepository, detail_row
 from herald.engine.steps import STEP_RUNNERS
 from herald.engine.steps.base import Detail, EngineSettings, StepContext, StepOutcome
 from herald.kit.crypto import SecretBox
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
-from herald.models import Event, ExecutionDetail, Job, Message
+from herald.models import Event, Job, Message
 
 logger = logging.getLogger("herald.engine")
 
@@ -142,6 +142,7 @@ class JobRunner:
                 return []
             progress = await expand_events(session, owned, hand_off)
             now = utcnow()
+            finished: list[dict[str, Any]] = []
             for job in owned:
                 done = progress[job.id].done
                 job.status = "completed" if done else "queued"
@@ -152,7 +153,8 @@ class JobRunner:
                 # failures in a row use up the attempts of a long expansion.
                 job.attempts = 0
                 if done:
-                    await EngineRepository(session).add_details([expansion_detail(job, progress[job.id])])
+                    finished.append(expansion_detail(job, progress[job.id]))
+            await EngineRepository(session).add_details(finished)
             await queue.wake_workers(session)
         return hand_off.jobs
 
@@ -302,11 +304,14 @@ class JobRunner:
             # Deliveries the providers accepted are stored already (steps.delivery); they are kept.
             await EngineRepository(session).save_messages([m for _, outcome in pairs for m in outcome.messages])
             released: list[Job] = []
+            details: list[dict[str, Any]] = []
             for ctx, outcome in pairs:
                 job = held[ctx.job.id]
                 queued = _queued(ctx, job)
                 extra = await self._settle(session, job, ctx.step, outcome, released=released)
-                await self._details(session, job, [queued, *outcome.details, *extra], ctx.step)
+                details += _detail_rows(job, [queued, *outcome.details, *extra])
+            # One statement for the whole batch's details.
+            await EngineRepository(session).add_details(details)
             await queue.queue_next_steps(session, released)
 
     async def _settle(
@@ -394,26 +399,7 @@ class JobRunner:
         await self._details(session, job, [*outcome.details, *extra], step)
 
     async def _details(self, session: AsyncSession, job: Job, details: list[Detail], step: dict | None) -> None:
-        channel = job.step_type
-        await EngineRepository(session).add_details(
-            [
-                ExecutionDetail(
-                    environment_id=job.environment_id,
-                    organization_id=job.organization_id,
-                    job_id=job.id,
-                    notification_id=job.notification_id,
-                    subscriber_id=job.subscriber_id,
-                    transaction_id=job.transaction_id,
-                    channel=channel,
-                    provider_id=detail.provider_id,
-                    status=detail.status,
-                    detail=detail.detail,
-                    raw=detail.raw,
-                    is_retry=job.attempts > 1,
-                )
-                for detail in details
-            ]
-        )
+        await EngineRepository(session).add_details(_detail_rows(job, details))
 
     async def _own_many(self, session: AsyncSession, jobs: list[Job]) -> list[Job]:
         """Lock the jobs' rows; returns those whose lease this worker still holds."""
@@ -477,6 +463,10 @@ def _error_message(job: Job, event: Event, step: dict[str, Any], text: str) -> M
         error_id=f"error_{new_id()}",
         error_text=text,
     )
+
+
+def _detail_rows(job: Job, details: list[Detail]) -> list[dict[str, Any]]:
+    return [detail_row(job, d.status, d.detail, provider_id=d.provider_id, raw=d.raw) for d in details]
 
 
 def _queued(ctx: StepContext, job: Job) -> Detail:

@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
 
@@ -33,9 +34,24 @@ logger = logging.getLogger("herald.worker")
 
 # How often a worker looks for jobs abandoned by dead workers with no attempt left.
 SWEEP_SECONDS = 5.0
+# An in-process worker gives way to the API: after a round that ran while at
+# least this many requests were waiting, it pauses YIELD_FACTOR times as long
+# as the round took (it keeps a quarter of the process while the API is busy).
+# A burst of triggers is accepted at the API's speed and delivered right after;
+# at moderate rates (about one request at a time) the worker never pauses.
+PRESSURE_REQUESTS = 4
+YIELD_FACTOR = 3.0
+YIELD_MAX_SECONDS = 0.25
 # How often a worker deletes idempotency records past their 24 hours.
 PURGE_SECONDS = 60.0
 PURGE_BATCH = 5000
+
+
+def pause_after_round(round_seconds: float, requests_waiting: int) -> float:
+    """How long a worker gives way to its process's API after a round of jobs (see YIELD_FACTOR)."""
+    if requests_waiting < PRESSURE_REQUESTS:
+        return 0.0
+    return min(round_seconds * YIELD_FACTOR, YIELD_MAX_SECONDS)
 
 
 @dataclass
@@ -51,6 +67,8 @@ class Worker:
     database_url: str | None = None
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{short_id(6)}")
     http: httpx.AsyncClient | None = None
+    # Requests the API of this process is answering now (0 for a standalone worker).
+    pressure: Callable[[], int] = field(default=lambda: 0)
 
     def __post_init__(self) -> None:
         self._owns_http = self.http is None
@@ -106,6 +124,7 @@ class Worker:
         logger.info("worker %s started (concurrency %d)", self.worker_id, self.concurrency)
         try:
             while not stop.is_set():
+                started = time.monotonic()
                 try:
                     ran = await self.run_once()
                 except Exception:
@@ -113,6 +132,9 @@ class Worker:
                     ran = 0
                     await asyncio.sleep(self.poll_interval)
                 if ran:
+                    pause = pause_after_round(time.monotonic() - started, self.pressure())
+                    if pause:
+                        await asyncio.sleep(pause)
                     continue
                 await self._idle(stop, await self._idle_timeout())
         finally:

@@ -10,9 +10,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.engine.queue import wake_workers
-from herald.engine.repository import EngineRepository
+from herald.engine.repository import EngineRepository, detail_row
 from herald.kit.time import isoformat, utcnow
-from herald.models import Event, ExecutionDetail, Job
+from herald.models import Event, Job
 
 
 class EventRepository:
@@ -107,15 +107,5 @@ class EventRepository:
         return len(jobs)
 
 
-def _detail(job: Job, status: str, text: str) -> ExecutionDetail:
-    return ExecutionDetail(
-        environment_id=job.environment_id,
-        organization_id=job.organization_id,
-        job_id=job.id,
-        notification_id=job.notification_id,
-        subscriber_id=job.subscriber_id,
-        transaction_id=job.transaction_id,
-        channel=job.step_type,
-        status=status,
-        detail=text,
-    )
+def _detail(job: Job, status: str, text: str) -> dict[str, Any]:
+    return detail_row(job, status, text)

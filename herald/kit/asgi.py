@@ -114,3 +114,32 @@ class LastResortMiddleware:
                 response = internal_error_response(path, scope.get("method", ""), exc)
             await response(scope, receive, send)
 
+
+
+class RequestsInFlight:
+    """How many HTTP requests this process is answering right now.
+
+    The in-process worker reads it to give way to the API under load
+    (herald.engine.worker.Worker.pressure).
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+class CountRequestsMiddleware:
+    """Keeps a :class:`RequestsInFlight` up to date."""
+
+    def __init__(self, app: ASGIApp, *, counter: RequestsInFlight) -> None:
+        self.app = app
+        self.counter = counter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        self.counter.count += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.counter.count -= 1

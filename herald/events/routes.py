@@ -9,28 +9,40 @@ from herald.events.schemas import (
     TriggerEventRequest,
     TriggerEventResponse,
 )
-from herald.kit.auth import PrincipalDep
+from herald.kit.auth import API_KEY_SECURITY, PrincipalDep, authenticate
 from herald.kit.db import SessionDep
 from herald.kit.groupcommit import GroupCommit
-from herald.kit.schemas import ERROR_RESPONSES, DataResponse
+from herald.kit.responses import JSONResponse
+from herald.kit.schemas import ERROR_RESPONSES, DataResponse, json_body_openapi, parse_json_body
 
 router = APIRouter(prefix="/v1/events", tags=["Events"], responses=ERROR_RESPONSES)
 
 
-@router.post("/trigger", status_code=201, response_model=DataResponse[TriggerEventResponse], summary="Trigger event")
-async def trigger_event(body: TriggerEventRequest, principal: PrincipalDep, request: Request) -> dict:
+@router.post(
+    "/trigger",
+    status_code=201,
+    response_model=DataResponse[TriggerEventResponse],
+    summary="Trigger event",
+    openapi_extra={**json_body_openapi(TriggerEventRequest), **API_KEY_SECURITY},
+)
+async def trigger_event(request: Request) -> JSONResponse:
     """Start a workflow run for the recipients in ``to``.
 
     The trigger is recorded durably before the answer; ``status`` says whether
     it will run (``processed``) or why not. A ``transactionId`` already used in
     the environment is not run again (``status: error``).
     """
+    # The hot path: the caller and the body are taken here rather than as FastAPI
+    # parameters (dependency solving cost more than the rest of the route), with
+    # the same checks and the same error answers.
+    principal = await authenticate(request)
+    body = parse_json_body(TriggerEventRequest, await request.body())
     # Concurrent triggers are written together (herald/kit/groupcommit.py).
     recorder: GroupCommit[service.Trigger, service.TriggerResult | Exception] = request.app.state.trigger_recorder
     result = await recorder.submit(service.Trigger(principal, body))
     if isinstance(result, Exception):
         raise result
-    return {"data": result.as_response()}
+    return JSONResponse({"data": result.as_response()}, status_code=201)
 
 
 @router.post(

@@ -16,7 +16,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
@@ -143,6 +143,7 @@ api_key_header = APIKeyHeader(
 
 
 async def authenticate(request: Request, _header: Annotated[str | None, Security(api_key_header)] = None) -> Principal:
+    """The caller, from the ``Authorization`` header (a dependency, or called by a route itself)."""
     cached = getattr(request.state, "principal", None)
     if cached is not None:
         return cached
@@ -156,3 +157,7 @@ async def authenticate(request: Request, _header: Annotated[str | None, Security
 
 
 PrincipalDep = Annotated[Principal, Depends(authenticate)]
+
+# For routes that call authenticate() themselves (the trigger route skips
+# FastAPI's dependency solving): declares the same security in the document.
+API_KEY_SECURITY: dict[str, Any] = {"security": [{api_key_header.scheme_name: []}]}

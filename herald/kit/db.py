@@ -1,15 +1,19 @@
 """Database engines and the request session.
 
 URLs are accepted in their plain form (``sqlite:///path``,
-``postgresql://...``) and mapped to the async drivers. SQLite runs in WAL mode
-and every transaction starts with ``BEGIN IMMEDIATE``: writers queue on the
-busy timeout instead of failing when a read transaction tries to upgrade.
+``postgresql://...``) and mapped to the async drivers. SQLite runs in WAL mode,
+on the event loop's own thread (herald.kit.sqlite_inline), and every
+transaction starts with ``BEGIN IMMEDIATE``: writers queue for the write lock
+instead of failing when a read transaction tries to upgrade.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import re
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -18,9 +22,18 @@ import orjson
 from fastapi import Depends, Request
 from sqlalchemy import event, func, select
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.util.concurrency import await_
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
+import herald.kit.sqlite_inline  # noqa: F401  (registers the sqlite+heraldinline driver)
+
+# SQLite calls run on the event loop's thread, so a wait for another process's
+# write lock must not happen inside SQLite (it would hold the loop): its own
+# busy wait is kept short, and BEGIN IMMEDIATE is retried with asyncio sleeps
+# for up to SQLITE_LOCK_WAIT_SECONDS.
+SQLITE_BUSY_TIMEOUT_MS = 5
+SQLITE_LOCK_WAIT_SECONDS = 30.0
 
 
 def async_url(url: str) -> str:
@@ -28,7 +41,7 @@ def async_url(url: str) -> str:
     parsed = make_url(url)
     driver = parsed.drivername
     if driver in ("sqlite", "sqlite+pysqlite"):
-        parsed = parsed.set(drivername="sqlite+aiosqlite")
+        parsed = parsed.set(drivername="sqlite+heraldinline")
     elif driver in ("postgresql", "postgres", "postgresql+psycopg2", "postgresql+psycopg"):
         parsed = parsed.set(drivername="postgresql+asyncpg")
     return parsed.render_as_string(hide_password=False)
@@ -37,7 +50,7 @@ def async_url(url: str) -> str:
 def sync_url(url: str) -> str:
     """The same database for synchronous tools (Alembic offline, CLI checks)."""
     parsed = make_url(async_url(url))
-    if parsed.drivername == "sqlite+aiosqlite":
+    if parsed.drivername in ("sqlite+heraldinline", "sqlite+aiosqlite"):
         parsed = parsed.set(drivername="sqlite")
     return parsed.render_as_string(hide_password=False)
 
@@ -48,15 +61,46 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         # Let SQLAlchemy, not the driver, decide when transactions begin.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
+        # Once per process, at start: a long wait here is harmless.
+        cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_LOCK_WAIT_SECONDS * 1000)}")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.close()
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(connection: Any) -> None:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        begin_immediate(connection)
+
+
+def begin_immediate(connection: Any) -> None:
+    """``BEGIN IMMEDIATE``, waiting for another process's write lock without holding the event loop.
+
+    Runs inside SQLAlchemy's greenlet, where ``await_`` may sleep on the loop.
+    """
+    deadline = time.monotonic() + SQLITE_LOCK_WAIT_SECONDS
+    pause = 0.002
+    while True:
+        try:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            return
+        except OperationalError as exc:
+            if "database is locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        await_(asyncio.sleep(pause))
+        pause = min(pause * 2, 0.05)
+
+
+# A run of 19 digits may be an integer past 64 bits, which orjson would read as a float.
+_LONG_NUMBER = re.compile(r"\d{19,}")
+
+
+def loads_json(text: str) -> Any:
+    """JSON columns are read with orjson, except values holding numbers it would round (read with json)."""
+    if _LONG_NUMBER.search(text):
+        return json.loads(text)
+    return orjson.loads(text)
 
 
 def dumps_json(value: Any) -> str:
@@ -70,13 +114,14 @@ def dumps_json(value: Any) -> str:
 def create_engine(url: str, *, pool_size: int = 10, **kwargs: Any) -> AsyncEngine:
     target = async_url(url)
     kwargs.setdefault("json_serializer", dumps_json)
+    kwargs.setdefault("json_deserializer", loads_json)
     if target.startswith("sqlite"):
         path = make_url(target).database
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         # One connection: SQLite has one writer at a time anyway, and waiting
-        # for the pool is an asyncio wait, where waiting on SQLite's lock is a
-        # busy handler sleeping in a thread (tens of milliseconds per retry).
+        # for the pool is an asyncio wait, where waiting on SQLite's lock would
+        # be a busy handler sleeping (in steps of milliseconds).
         kwargs.setdefault("pool_size", 1)
         kwargs.setdefault("max_overflow", 0)
         engine = create_async_engine(target, **kwargs)

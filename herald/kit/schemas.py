@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 
 class Schema(BaseModel):
@@ -86,3 +88,29 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 def compact(values: dict[str, Any]) -> dict[str, Any]:
     """Drop keys whose value is None, so optional fields are left unset (and unsent)."""
     return {key: value for key, value in values.items() if value is not None}
+
+
+def parse_json_body(model: type[M], body: bytes) -> M:
+    """The request body as ``model``, parsed and validated in one pass by pydantic-core.
+
+    For routes on the hot path, which take the body themselves instead of as
+    a FastAPI parameter. Failures raise the RequestValidationError FastAPI
+    raises for a body parameter, so they answer the same 400 (not JSON) or
+    422 (per-field errors).
+    """
+    if not body:
+        raise RequestValidationError([{"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}])
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        raise RequestValidationError([{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]) from None
+
+
+def json_body_openapi(model: type[BaseModel]) -> dict[str, Any]:
+    """The ``openapi_extra`` of a route that takes its body with :func:`parse_json_body`."""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}},
+        }
+    }

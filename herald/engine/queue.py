@@ -14,10 +14,12 @@ import random
 from collections.abc import Sequence
 from contextlib import suppress
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import bindparam, or_, select, text, update
+from sqlalchemy import bindparam, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.kit.db import dumps_json as dumps
 from herald.kit.time import utcnow
 from herald.models import Job
 
@@ -46,17 +48,17 @@ class JobSignal:
 
 
 async def claim_jobs(session: AsyncSession, worker_id: str, limit: int, lease_seconds: float) -> Sequence[Job]:
+    """Take up to ``limit`` due jobs, oldest first, leasing them for ``lease_seconds``.
+
+    Read in run_at order from ``ix_jobs_due``, which holds only queued and
+    delayed jobs: a claim reads as many index entries as it takes, however
+    many jobs wait. Jobs of workers that died come back through
+    :func:`requeue_expired_leases`.
+    """
     now = utcnow()
     due = (
         select(Job.id)
-        .where(
-            or_(
-                (Job.status.in_(CLAIMABLE)) & (Job.run_at <= now),
-                # A job whose worker died is taken again while attempts remain;
-                # after that it is failed (see abandoned_jobs), never run again.
-                (Job.status == "running") & (Job.locked_until < now) & (Job.attempts < Job.max_attempts),
-            )
-        )
+        .where(Job.status.in_(CLAIMABLE), Job.run_at <= now)
         .order_by(Job.run_at)
         .limit(limit)
         .with_for_update(skip_locked=True)
@@ -75,6 +77,34 @@ async def claim_jobs(session: AsyncSession, worker_id: str, limit: int, lease_se
         execution_options={"synchronize_session": False},
     )
     return result.scalars().all()
+
+
+async def requeue_expired_leases(session: AsyncSession, limit: int = 1000) -> int:
+    """Queue again the running jobs whose lease ran out while attempts remain: their worker died.
+
+    Run by every worker's periodic sweep (herald.engine.worker), from
+    ``ix_jobs_leased``. A job with no attempt left is failed instead
+    (:func:`abandoned_jobs`), never run again.
+    """
+    now = utcnow()
+    expired = (
+        select(Job.id)
+        .where(Job.status == "running", Job.locked_until < now, Job.attempts < Job.max_attempts)
+        .order_by(Job.locked_until)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    result = await session.execute(
+        update(Job)
+        .where(Job.id.in_(expired.scalar_subquery()))
+        .values(status="queued", run_at=now, locked_by=None, locked_until=None, updated_at=now)
+        .returning(Job.id),
+        execution_options={"synchronize_session": False},
+    )
+    requeued = len(result.all())
+    if requeued:
+        await wake_workers(session)
+    return requeued
 
 
 async def abandoned_jobs(session: AsyncSession, limit: int = 100) -> Sequence[Job]:
@@ -166,6 +196,90 @@ async def extend_leases(session: AsyncSession, job_ids: Sequence[str], worker_id
         execution_options={"synchronize_session": False},
     )
     return list(result.scalars())
+
+
+# The columns a job's outcome sets (finish_jobs); every row names all of them.
+OUTCOME_COLUMNS = (
+    "status",
+    "run_at",
+    "attempts",
+    "locked_until",
+    "data",
+    "result",
+    "digest_key",
+    "merged_into",
+    "error_text",
+)
+
+
+async def finish_jobs(session: AsyncSession, worker_id: str, outcomes: Sequence[dict[str, Any]]) -> set[str]:
+    """Write each job's outcome where this worker still holds the job; returns the ids written.
+
+    One UPDATE for the whole batch, guarded by the lease (``status =
+    'running' AND locked_by = worker_id``): it takes the row locks, checks the
+    ownership and writes the new states in one statement, where reading the
+    rows back first to lock and check them cost as much as the rest of the
+    write. A job whose lease ran out (another worker holds it now) is not
+    written, and its id is missing from the answer.
+
+    The outcomes travel as one JSON parameter, unpacked by the database
+    (``jsonb_to_recordset`` on PostgreSQL, ``json_each`` on SQLite), so the
+    statement has one shape whatever the batch size: it is compiled and
+    planned once, not once per batch.
+    """
+    if not outcomes:
+        return set()
+    dialect = session.bind.dialect
+    if dialect.name == "postgresql":
+        statement, rows = _FINISH_POSTGRESQL, [_plain_row(row) for row in outcomes]
+    else:
+        processors = _bind_processors(dialect)
+        statement = _FINISH_SQLITE
+        rows = [{name: processors[name](row[name]) if processors.get(name) else row[name] for name in ("id", *OUTCOME_COLUMNS)} for row in outcomes]
+    result = await session.execute(
+        statement, {"outcomes": dumps(rows), "worker": worker_id, "now": utcnow()}
+    )
+    return set(result.scalars())
+
+
+def _plain_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Datetimes as ISO text (PostgreSQL reads them back as timestamptz); the rest as it is."""
+    return {name: value.isoformat() if isinstance(value, datetime) else value for name, value in row.items()}
+
+
+def _bind_processors(dialect: Any) -> dict[str, Any]:
+    """How each outcome column's values are stored on this dialect (JSON text, datetime text)."""
+    table = Job.__table__
+    # The dialect's own type (SQLite's DATETIME writes "YYYY-MM-DD HH:MM:SS.ffffff",
+    # which is what comparisons with run_at expect), not the generic one.
+    return {name: table.c[name].type.dialect_impl(dialect).bind_processor(dialect) for name in ("id", *OUTCOME_COLUMNS)}
+
+
+_ASSIGNMENTS = ", ".join(f"{name} = v.{name}" for name in OUTCOME_COLUMNS)
+_FINISH_POSTGRESQL = text(
+    f"""UPDATE jobs SET {_ASSIGNMENTS}, updated_at = :now
+    FROM jsonb_to_recordset(CAST(:outcomes AS jsonb)) AS v(
+        id varchar, status varchar, run_at timestamptz, attempts integer, locked_until timestamptz,
+        data jsonb, result jsonb, digest_key varchar, merged_into varchar, error_text text)
+    WHERE jobs.id = v.id AND jobs.status = 'running' AND jobs.locked_by = :worker
+    RETURNING jobs.id"""
+).bindparams(bindparam("now", type_=Job.__table__.c.updated_at.type))
+_FINISH_SQLITE = text(
+    f"""WITH v AS (SELECT {", ".join(f"json_extract(value, '$.{name}') AS {name}" for name in ("id", *OUTCOME_COLUMNS))}
+        FROM json_each(:outcomes))
+    UPDATE jobs SET {_ASSIGNMENTS}, updated_at = :now
+    FROM v
+    WHERE jobs.id = v.id AND jobs.status = 'running' AND jobs.locked_by = :worker
+    RETURNING jobs.id"""
+).bindparams(bindparam("now", type_=Job.__table__.c.updated_at.type))
+
+
+def outcome_row(job: Job, **changes: Any) -> dict[str, Any]:
+    """A :func:`finish_jobs` row: the job's outcome columns as they are, with ``changes`` made."""
+    row = {"id": job.id, **{name: getattr(job, name) for name in OUTCOME_COLUMNS}}
+    row["locked_until"] = None
+    row.update(changes)
+    return row
 
 
 async def lock_job(session: AsyncSession, job_id: str) -> Job | None:

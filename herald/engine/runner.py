@@ -82,6 +82,17 @@ class JobRunner:
             with suppress(asyncio.CancelledError):
                 await heartbeat
 
+    async def take_back_from_dead_workers(self) -> None:
+        """Jobs whose lease ran out: queued again while attempts remain, failed for good after (with why)."""
+        try:
+            async with self.sessionmaker() as session, session.begin():
+                requeued = await queue.requeue_expired_leases(session)
+            if requeued:
+                logger.warning("%d jobs of workers that stopped were queued again", requeued)
+        except Exception:
+            logger.warning("could not queue again the jobs of workers that stopped; the next sweep tries again", exc_info=True)
+        await self.fail_abandoned()
+
     async def fail_abandoned(self) -> None:
         """Fail the jobs whose workers died on every attempt, with why, and settle what follows them."""
         try:
@@ -136,26 +147,34 @@ class JobRunner:
 
     async def _expand(self, jobs: list[Job], room: int = 0) -> list[Job]:
         hand_off = HandOff(self.worker_id, self.settings.lease_seconds, room)
-        async with self.sessionmaker() as session, session.begin():
-            owned = await self._own_many(session, jobs)
-            if not owned:
-                return []
-            progress = await expand_events(session, owned, hand_off)
-            now = utcnow()
-            finished: list[dict[str, Any]] = []
-            for job in owned:
-                done = progress[job.id].done
-                job.status = "completed" if done else "queued"
-                job.run_at = now
-                job.locked_until = None
-                job.updated_at = now
+        # Expansion records its progress in job.data; should the transaction
+        # fail, the jobs must not keep progress that was never committed.
+        before = {job.id: dict(job.data or {}) for job in jobs}
+        try:
+            async with self.sessionmaker() as session, session.begin():
+                progress = await expand_events(session, jobs, hand_off)
+                now = utcnow()
                 # A committed batch is progress, not a failed attempt: only
                 # failures in a row use up the attempts of a long expansion.
-                job.attempts = 0
-                if done:
-                    finished.append(expansion_detail(job, progress[job.id]))
-            await EngineRepository(session).add_details(finished)
-            await queue.wake_workers(session)
+                rows = [
+                    queue.outcome_row(
+                        job, status="completed" if progress[job.id].done else "queued", run_at=now, attempts=0
+                    )
+                    for job in jobs
+                ]
+                written = await queue.finish_jobs(session, self.worker_id, rows)
+                if len(written) < len(jobs):
+                    raise JobLost(", ".join(job.id for job in jobs if job.id not in written))
+                await EngineRepository(session).add_details(
+                    [expansion_detail(job, progress[job.id]) for job in jobs if progress[job.id].done]
+                )
+                await queue.wake_workers(session)
+        except BaseException:
+            for job in jobs:
+                job.data = before[job.id]
+            raise
+        for job, row in zip(jobs, rows, strict=True):
+            job.status, job.attempts = row["status"], 0
         return hand_off.jobs
 
     # Steps -----------------------------------------------------------------
@@ -296,22 +315,33 @@ class JobRunner:
             raise
 
     async def _apply_many(self, pairs: list[tuple[StepContext, StepOutcome]]) -> None:
-        """Write final step outcomes in one transaction (see ``run_batch``)."""
+        """Write final step outcomes in one transaction (see ``run_batch``).
+
+        The jobs' new states go first, in one statement guarded by the lease
+        (queue.finish_jobs); messages, details and the steps after them are
+        written for the jobs this worker still held, in the same transaction.
+        """
+        settled = [(ctx, outcome, final_state(ctx.job, ctx.step, outcome, self.settings.retry_base_seconds)) for ctx, outcome in pairs]
         async with self.sessionmaker() as session, session.begin():
-            owned = await self._own_many(session, [ctx.job for ctx, _ in pairs])
-            held = {job.id: job for job in owned}
-            pairs = [(ctx, outcome) for ctx, outcome in pairs if ctx.job.id in held]
+            written = await queue.finish_jobs(session, self.worker_id, [change.row for _, _, change in settled])
+            if len(written) < len(settled):
+                logger.info("%d of %d jobs were taken over by another worker", len(settled) - len(written), len(settled))
+            settled = [item for item in settled if item[0].job.id in written]
+            repository = EngineRepository(session)
             # Deliveries the providers accepted are stored already (steps.delivery); they are kept.
-            await EngineRepository(session).save_messages([m for _, outcome in pairs for m in outcome.messages])
-            released: list[Job] = []
+            await repository.save_messages([m for _, outcome, _ in settled for m in outcome.messages])
             details: list[dict[str, Any]] = []
-            for ctx, outcome in pairs:
-                job = held[ctx.job.id]
-                queued = _queued(ctx, job)
-                extra = await self._settle(session, job, ctx.step, outcome, released=released)
-                details += _detail_rows(job, [queued, *outcome.details, *extra])
-            # One statement for the whole batch's details.
-            await EngineRepository(session).add_details(details)
+            released: list[Job] = []
+            for ctx, outcome, change in settled:
+                extra = list(change.details)
+                if change.halt:
+                    halted = await queue.settle_rest_of_chain(session, ctx.job, "canceled")
+                    extra.append(halted_detail(halted))
+                elif change.release_next:
+                    released.append(ctx.job)
+                # The attempt this run was (its claim counted it).
+                details += _detail_rows(ctx.job, [_queued(ctx, ctx.job), *outcome.details, *extra])
+            await repository.add_details(details)
             await queue.queue_next_steps(session, released)
 
     async def _settle(
@@ -332,12 +362,6 @@ class JobRunner:
         if outcome.result is not None:
             job.result = outcome.result
         status = outcome.status
-        if status == "failed" and outcome.retryable and job.attempts < job.max_attempts:
-            delay = queue.retry_delay(job.attempts, self.settings.retry_base_seconds)
-            job.status = "queued"
-            job.run_at = now + timedelta(seconds=delay)
-            job.error_text = outcome.error_text
-            return [Detail("Pending", f"Will retry in {delay:.1f}s (attempt {job.attempts} of {job.max_attempts})")]
         if status == "delayed":
             job.status = "delayed"
             job.run_at = outcome.run_at or now
@@ -352,17 +376,19 @@ class JobRunner:
             job.merged_into = master.id
             await queue.settle_rest_of_chain(session, job, "merged")
             return []
-        job.status = status
-        if status == "failed":
-            job.error_text = outcome.error_text
-            if step.get("shouldStopOnFail"):
-                halted = await queue.settle_rest_of_chain(session, job, "canceled")
-                return [Detail("Failed", f"Workflow halted: the step failed and shouldStopOnFail is set ({halted} steps not run)")]
-        if released is None:
-            await queue.queue_next_steps(session, [job])
-        else:
-            released.append(job)
-        return []
+        change = final_state(job, step, outcome, self.settings.retry_base_seconds)
+        for name, value in change.row.items():
+            if name != "id":
+                setattr(job, name, value)
+        if change.halt:
+            halted = await queue.settle_rest_of_chain(session, job, "canceled")
+            return [*change.details, halted_detail(halted)]
+        if change.release_next:
+            if released is None:
+                await queue.queue_next_steps(session, [job])
+            else:
+                released.append(job)
+        return list(change.details)
 
     async def _fail_for_good(
         self,
@@ -463,6 +489,49 @@ def _error_message(job: Job, event: Event, step: dict[str, Any], text: str) -> M
         error_id=f"error_{new_id()}",
         error_text=text,
     )
+
+
+@dataclass(frozen=True)
+class FinalState:
+    """What a final step outcome does to its job: the row to write, and what follows in its workflow."""
+
+    row: dict[str, Any]
+    details: tuple[Detail, ...] = ()
+    # Queue the next step of the chain.
+    release_next: bool = False
+    # Cancel the rest of the chain (a failed step with shouldStopOnFail).
+    halt: bool = False
+
+
+def final_state(job: Job, step: dict[str, Any], outcome: StepOutcome, retry_base_seconds: float) -> FinalState:
+    """The job's state after a completed, skipped or failed step (a failed one retried while it may be).
+
+    The single place this is decided: the batched write (queue.finish_jobs)
+    and the one-job write (``JobRunner._settle``) both apply it.
+    """
+    changes: dict[str, Any] = {}
+    if outcome.data is not None:
+        changes["data"] = {**(job.data or {}), **outcome.data}
+    if outcome.digest_key is not None:
+        changes["digest_key"] = outcome.digest_key
+    if outcome.result is not None:
+        changes["result"] = outcome.result
+    if outcome.status == "failed" and outcome.retryable and job.attempts < job.max_attempts:
+        delay = queue.retry_delay(job.attempts, retry_base_seconds)
+        row = queue.outcome_row(
+            job, status="queued", run_at=utcnow() + timedelta(seconds=delay), error_text=outcome.error_text, **changes
+        )
+        return FinalState(row, (Detail("Pending", f"Will retry in {delay:.1f}s (attempt {job.attempts} of {job.max_attempts})"),))
+    if outcome.status == "failed":
+        row = queue.outcome_row(job, status="failed", error_text=outcome.error_text, **changes)
+        if step.get("shouldStopOnFail"):
+            return FinalState(row, halt=True)
+        return FinalState(row, release_next=True)
+    return FinalState(queue.outcome_row(job, status=outcome.status, **changes), release_next=True)
+
+
+def halted_detail(halted: int) -> Detail:
+    return Detail("Failed", f"Workflow halted: the step failed and shouldStopOnFail is set ({halted} steps not run)")
 
 
 def _detail_rows(job: Job, details: list[Detail]) -> list[dict[str, Any]]:

@@ -32,7 +32,7 @@ from herald.providers.http import create_http_client
 
 logger = logging.getLogger("herald.worker")
 
-# How often a worker looks for jobs abandoned by dead workers with no attempt left.
+# How often a worker takes back the jobs of workers that died (their lease ran out).
 SWEEP_SECONDS = 5.0
 # An in-process worker gives way to the API: after a round that ran while at
 # least this many requests were waiting, it pauses YIELD_FACTOR times as long
@@ -81,7 +81,7 @@ class Worker:
     async def run_once(self) -> int:
         """Claim one batch of due jobs and run it; returns how many jobs ran."""
         if time.monotonic() >= self._next_sweep:
-            await self.runner.fail_abandoned()
+            await self.runner.take_back_from_dead_workers()
             self._next_sweep = time.monotonic() + min(self.settings.lease_seconds, SWEEP_SECONDS)
         if time.monotonic() >= self._next_purge:
             await self.purge_expired_idempotency_records()

@@ -72,7 +72,19 @@ class Job(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
 
     __tablename__ = "jobs"
     __table_args__ = (
-        Index("ix_jobs_status_run_at", "status", "run_at"),
+        # Partial indexes hold only the rows the queue asks about (migration 0003).
+        Index(
+            "ix_jobs_due",
+            "run_at",
+            sqlite_where=text("status IN ('queued', 'delayed')"),
+            postgresql_where=text("status IN ('queued', 'delayed')"),
+        ),
+        Index(
+            "ix_jobs_leased",
+            "locked_until",
+            sqlite_where=text("status = 'running'"),
+            postgresql_where=text("status = 'running'"),
+        ),
         Index("ix_jobs_environment_transaction", "environment_id", "transaction_id"),
         Index("ix_jobs_notification", "notification_id"),
         # One open digest per workflow step, subscriber and digest key: a second

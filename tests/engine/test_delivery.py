@@ -352,16 +352,25 @@ async def test_an_accepted_delivery_is_stored_at_once_so_a_failed_completion_nev
     await create_integration(api, providerId="sendgrid", active=True, credentials={"apiKey": "SG.once", "from": "a@example.com", "baseUrl": peer.url})
     subscribers = [await create_subscriber(api, email=f"reader{n}@example.com") for n in range(audience)]
     workflow = await create_workflow(api, steps=[EMAIL])
-    settle_step = JobRunner._settle
+    settle_step, apply_batch = JobRunner._settle, JobRunner._apply_many
     failures = {"left": audience}  # a batch write, then the first job's own write (or the lone job's)
 
-    async def failing_settle(self: JobRunner, *args: Any, **kwargs: Any) -> Any:
+    def fail_once() -> None:
         if failures["left"] > 0:
             failures["left"] -= 1
             raise ConnectionError("the database went away after the send")
+
+    async def failing_settle(self: JobRunner, *args: Any, **kwargs: Any) -> Any:
+        fail_once()
         return await settle_step(self, *args, **kwargs)
 
+    async def failing_apply(self: JobRunner, *args: Any, **kwargs: Any) -> Any:
+        fail_once()
+        return await apply_batch(self, *args, **kwargs)
+
+    # The two writes that complete a step: one job at a time, and a batch at once.
     monkeypatch.setattr(JobRunner, "_settle", failing_settle)
+    monkeypatch.setattr(JobRunner, "_apply_many", failing_apply)
     result = await trigger(api, name_of(workflow), [s["subscriberId"] for s in subscribers], payload={"order": "J"})
 
     jobs = await settle(worker, app, result["transactionId"])

@@ -408,6 +408,12 @@ async def test_a_job_whose_worker_died_is_taken_by_another(
         await session.commit()
 
     await worker.run_until_idle()
+    # Claims take due jobs only: the dead worker's job waits for the sweep.
+    [step] = [j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
+    assert (step.status, step.locked_by) == ("running", "dead-worker")
+
+    await worker.runner.take_back_from_dead_workers()  # every worker's periodic sweep
+    await worker.run_until_idle()
 
     [step] = [j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
     assert (step.status, step.attempts, step.locked_by) == ("completed", 2, worker.worker_id)

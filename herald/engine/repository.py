@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -88,12 +89,19 @@ class EngineRepository:
         if not entries:
             return {}
         wanted = {entry["subscriberId"]: entry for entry in entries}
+        # Subscribers whose fields change are loaded whole; for the others (a
+        # plain subscriberId, the common case) the internal id is all it takes.
+        changing = [subscriber_id for subscriber_id, entry in wanted.items() if any(field in entry for field in SUBSCRIBER_COLUMNS)]
         existing: dict[str, Subscriber] = {}
-        for chunk in _chunks(list(wanted), CHUNK_ROWS):
+        for chunk in _chunks(changing, CHUNK_ROWS):
             result = await self.session.execute(
                 select(Subscriber).where(Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(chunk))
             )
             existing.update((row.subscriber_id, row) for row in result.scalars())
+        ids = {subscriber_id: row.id for subscriber_id, row in existing.items()}
+        changing_ids = set(changing)
+        plain = [subscriber_id for subscriber_id in wanted if subscriber_id not in changing_ids]
+        await self._add_subscriber_ids(environment_id, plain, ids)
         integrations = await self._channel_integrations(environment_id, entries)
 
         def channels_of(subscriber_id: str, current: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -115,7 +123,7 @@ class EngineRepository:
                     setattr(row, column, value)
                 row.updated_at = now
                 row.version += 1
-        missing = [entry for subscriber_id, entry in wanted.items() if subscriber_id not in existing]
+        missing = [entry for subscriber_id, entry in wanted.items() if subscriber_id not in ids]
         if missing:
             rows = [
                 {
@@ -132,19 +140,26 @@ class EngineRepository:
                 }
                 for entry in missing
             ]
-            # Another worker may create the same subscriber at the same moment.
+            table = Subscriber.__table__
             for chunk in _chunks(_uniform(rows), CHUNK_ROWS):
-                await self.session.execute(self._insert(Subscriber.__table__).on_conflict_do_nothing(), chunk)
+                result = await self.session.execute(
+                    self._insert(table).on_conflict_do_nothing().returning(table.c.subscriber_id, table.c.id), chunk
+                )
+                ids.update((subscriber_id, internal_id) for subscriber_id, internal_id in result.all())
+            # Another worker created some of them at the same moment: theirs are the ones.
+            await self._add_subscriber_ids(environment_id, [e["subscriberId"] for e in missing if e["subscriberId"] not in ids], ids)
         await self.session.flush()
-        ids: dict[str, str] = {}
-        for chunk in _chunks(list(wanted), CHUNK_ROWS):
+        return ids
+
+    async def _add_subscriber_ids(self, environment_id: str, subscriber_ids: list[str], ids: dict[str, str]) -> None:
+        """Add subscriberId -> internal id of those of ``subscriber_ids`` that exist to ``ids``."""
+        for chunk in _chunks(subscriber_ids, CHUNK_ROWS):
             result = await self.session.execute(
                 select(Subscriber.subscriber_id, Subscriber.id).where(
                     Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(chunk)
                 )
             )
             ids.update((subscriber_id, internal_id) for subscriber_id, internal_id in result.all())
-        return ids
 
     async def _channel_integrations(self, environment_id: str, entries: Sequence[dict[str, Any]]) -> list[Integration]:
         """The active integrations (newest first) of the providers the entries' channels name."""
@@ -384,26 +399,38 @@ class EngineRepository:
     async def save_messages(self, messages: Sequence[Message]) -> None:
         """Store step messages, one per (job, delivery key), in the session's transaction.
 
-        A retried step meets the messages it stored before. A ``sent`` row is
-        kept as it is: it is the provider's answer, stored right after the send
-        (``steps.delivery``), and a message is never sent twice. An earlier row
-        of another status (an error) that a delivery has now succeeded for
-        takes the new outcome, so the row always says what finally happened.
+        New messages go in with one statement that says which it wrote. A
+        retried step meets the messages it stored before: a ``sent`` row is
+        kept as it is (it is the provider's answer, stored right after the
+        send by ``steps.delivery``, and a message is never sent twice); an
+        earlier row of another status (an error) that a delivery has now
+        succeeded for takes the new outcome, so the row always says what
+        finally happened.
         """
         if not messages:
             return
-        result = await self.session.execute(select(Message).where(Message.job_id.in_({m.job_id for m in messages})))
+        table = Message.__table__
+        rows = [_insert_row(message) for message in messages]
+        written: set[tuple[str, str]] = set()
+        for chunk in _chunks(rows, CHUNK_ROWS):
+            result = await self.session.execute(
+                self._insert(table)
+                .on_conflict_do_nothing(index_elements=["job_id", "delivery_key"])
+                .returning(table.c.job_id, table.c.delivery_key),
+                chunk,
+            )
+            written.update((job_id, key) for job_id, key in result.all())
+        earlier = [m for m, row in zip(messages, rows, strict=True) if (row["job_id"], row["delivery_key"]) not in written]
+        if not earlier:
+            return
+        result = await self.session.execute(select(Message).where(Message.job_id.in_({m.job_id for m in earlier})))
         stored = {(row.job_id, row.delivery_key): row for row in result.scalars()}
-        for message in messages:
-            key = (message.job_id, message.delivery_key or "")
-            earlier = stored.get(key)
-            if earlier is None:
-                self.session.add(message)
-                stored[key] = message
-            elif earlier is not message and earlier.status != "sent" and message.status == "sent":
+        for message in earlier:
+            row = stored.get((message.job_id, message.delivery_key or ""))
+            if row is not None and row is not message and row.status != "sent" and message.status == "sent":
                 for field in ("status", "provider_id", "provider_message_id", "delivered_at", "error_id", "error_text"):
-                    setattr(earlier, field, getattr(message, field))
-                earlier.updated_at = utcnow()
+                    setattr(row, field, getattr(message, field))
+                row.updated_at = utcnow()
         await self.session.flush()
 
 
@@ -433,6 +460,21 @@ def detail_row(
         "is_retry": (job.attempts or 0) > 1,
         "created_at": utcnow(),
     }
+
+
+def _insert_row(obj: Any) -> dict[str, Any]:
+    """A new mapped object as an insert row: what was set on it, column defaults for the rest (as a flush would)."""
+    row: dict[str, Any] = {}
+    for attribute in sa_inspect(type(obj)).column_attrs:
+        column = attribute.columns[0]
+        if attribute.key in obj.__dict__:
+            row[column.key] = obj.__dict__[attribute.key]
+        elif column.default is not None:
+            default = column.default
+            row[column.key] = default.arg(None) if default.is_callable else default.arg  # type: ignore[attr-defined]
+        else:
+            row[column.key] = None
+    return row
 
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import bindparam, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.kit.db import any_of, use_indexes
 from herald.kit.db import dumps_json as dumps
 from herald.kit.time import utcnow
 from herald.models import Job
@@ -55,6 +56,7 @@ async def claim_jobs(session: AsyncSession, worker_id: str, limit: int, lease_se
     many jobs wait. Jobs of workers that died come back through
     :func:`requeue_expired_leases`.
     """
+    await use_indexes(session)
     now = utcnow()
     due = (
         select(Job.id)
@@ -86,6 +88,7 @@ async def requeue_expired_leases(session: AsyncSession, limit: int = 1000) -> in
     ``ix_jobs_leased``. A job with no attempt left is failed instead
     (:func:`abandoned_jobs`), never run again.
     """
+    await use_indexes(session)
     now = utcnow()
     expired = (
         select(Job.id)
@@ -127,6 +130,7 @@ async def abandoned_jobs(session: AsyncSession, limit: int = 100) -> Sequence[Jo
 
 async def next_run_at(session: AsyncSession) -> datetime | None:
     """When the earliest waiting job is due, so an idle worker knows how long it may sleep."""
+    await use_indexes(session)
     return await session.scalar(select(Job.run_at).where(Job.status.in_(CLAIMABLE)).order_by(Job.run_at).limit(1))
 
 
@@ -190,7 +194,7 @@ async def extend_leases(session: AsyncSession, job_ids: Sequence[str], worker_id
         return []
     result = await session.execute(
         update(Job)
-        .where(Job.id.in_(list(job_ids)), Job.locked_by == worker_id, Job.status == "running")
+        .where(any_of(session, Job.id, job_ids), Job.locked_by == worker_id, Job.status == "running")
         .values(locked_until=utcnow() + timedelta(seconds=lease_seconds))
         .returning(Job.id),
         execution_options={"synchronize_session": False},
@@ -298,5 +302,5 @@ async def lock_owned_job(session: AsyncSession, job_id: str, worker_id: str) -> 
 async def lock_jobs(session: AsyncSession, job_ids: Sequence[str]) -> Sequence[Job]:
     if not job_ids:
         return []
-    result = await session.execute(select(Job).where(Job.id.in_(list(job_ids))).order_by(Job.id).with_for_update())
+    result = await session.execute(select(Job).where(any_of(session, Job.id, job_ids)).order_by(Job.id).with_for_update())
     return result.scalars().all()

@@ -12,6 +12,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.kit.db import any_of
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
 from herald.models import (
@@ -60,11 +61,11 @@ class EngineRepository:
         return await self.session.get(Event, event_id)
 
     async def get_events(self, event_ids: Iterable[str]) -> dict[str, Event]:
-        result = await self.session.execute(select(Event).where(Event.id.in_(set(event_ids))))
+        result = await self.session.execute(select(Event).where(any_of(self.session, Event.id, event_ids)))
         return {event.id: event for event in result.scalars()}
 
     async def get_subscribers(self, subscriber_ids: Iterable[str]) -> dict[str, Subscriber]:
-        result = await self.session.execute(select(Subscriber).where(Subscriber.id.in_(set(subscriber_ids))))
+        result = await self.session.execute(select(Subscriber).where(any_of(self.session, Subscriber.id, subscriber_ids)))
         return {subscriber.id: subscriber for subscriber in result.scalars()}
 
     async def get_subscriber(self, subscriber_id: str) -> Subscriber | None:
@@ -95,7 +96,9 @@ class EngineRepository:
         existing: dict[str, Subscriber] = {}
         for chunk in _chunks(changing, CHUNK_ROWS):
             result = await self.session.execute(
-                select(Subscriber).where(Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(chunk))
+                select(Subscriber).where(
+                    Subscriber.environment_id == environment_id, any_of(self.session, Subscriber.subscriber_id, chunk)
+                )
             )
             existing.update((row.subscriber_id, row) for row in result.scalars())
         ids = {subscriber_id: row.id for subscriber_id, row in existing.items()}
@@ -156,7 +159,7 @@ class EngineRepository:
         for chunk in _chunks(subscriber_ids, CHUNK_ROWS):
             result = await self.session.execute(
                 select(Subscriber.subscriber_id, Subscriber.id).where(
-                    Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(chunk)
+                    Subscriber.environment_id == environment_id, any_of(self.session, Subscriber.subscriber_id, chunk)
                 )
             )
             ids.update((subscriber_id, internal_id) for subscriber_id, internal_id in result.all())
@@ -423,7 +426,7 @@ class EngineRepository:
         earlier = [m for m, row in zip(messages, rows, strict=True) if (row["job_id"], row["delivery_key"]) not in written]
         if not earlier:
             return
-        result = await self.session.execute(select(Message).where(Message.job_id.in_({m.job_id for m in earlier})))
+        result = await self.session.execute(select(Message).where(any_of(self.session, Message.job_id, (m.job_id for m in earlier))))
         stored = {(row.job_id, row.delivery_key): row for row in result.scalars()}
         for message in earlier:
             row = stored.get((message.job_id, message.delivery_key or ""))

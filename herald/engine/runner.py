@@ -24,6 +24,7 @@ from herald.engine.repository import EngineRepository, detail_row
 from herald.engine.steps import STEP_RUNNERS
 from herald.engine.steps.base import Detail, EngineSettings, StepContext, StepOutcome
 from herald.kit.crypto import SecretBox
+from herald.kit.db import use_indexes
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
 from herald.models import Event, Job, Message
@@ -152,6 +153,7 @@ class JobRunner:
         before = {job.id: dict(job.data or {}) for job in jobs}
         try:
             async with self.sessionmaker() as session, session.begin():
+                await use_indexes(session)
                 progress = await expand_events(session, jobs, hand_off)
                 now = utcnow()
                 # A committed batch is progress, not a failed attempt: only
@@ -237,6 +239,7 @@ class JobRunner:
         orphans: list[tuple[Job, str]] = []
         contexts: list[StepContext] = []
         async with self.sessionmaker() as session:
+            await use_indexes(session)
             repository = EngineRepository(session)
             events = await repository.get_events(job.event_id for job in jobs)
             subscribers = await repository.get_subscribers(job.subscriber_id or "" for job in jobs)

@@ -83,3 +83,19 @@ async def test_the_migrations_build_the_schema_the_models_describe(empty_databas
     assert differences == []
     assert {"ix_jobs_due", "ix_jobs_leased"} <= indexes
     assert "ix_jobs_status_run_at" not in indexes
+
+
+async def test_the_queue_tables_are_vacuumed_and_analyzed_often_on_postgresql(empty_database: stores.TestDatabase) -> None:
+    if empty_database.kind != "postgres":
+        pytest.skip("autovacuum settings are PostgreSQL's")
+    await upgrade_async(empty_database.url)
+    engine = create_engine(empty_database.url, pool_size=1)
+    try:
+        async with engine.connect() as connection:
+            options = dict(
+                (await connection.execute(text("SELECT relname, reloptions FROM pg_class WHERE relname IN ('jobs', 'messages')"))).all()
+            )
+    finally:
+        await engine.dispose()
+    assert "autovacuum_vacuum_scale_factor=0.01" in options["jobs"]
+    assert "autovacuum_analyze_scale_factor=0.02" in options["messages"]

@@ -88,6 +88,10 @@ class RawConnection:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
+        self.idle_since = time.monotonic()
+        # Taken from the idle pool (not new), and whether the current answer has begun.
+        self.reused = False
+        self.answered_bytes = False
 
     @classmethod
     async def open(cls, host: str, port: int) -> RawConnection:
@@ -95,6 +99,7 @@ class RawConnection:
         return cls(reader, writer)
 
     async def request(self, data: bytes) -> tuple[int, bytes]:
+        self.answered_bytes = False
         self.writer.write(data)
         return await asyncio.wait_for(self._response(), REQUEST_TIMEOUT)
 
@@ -102,6 +107,7 @@ class RawConnection:
         status_line = await self.reader.readline()
         if not status_line:
             raise ConnectionError("the server closed the connection")
+        self.answered_bytes = True
         status = int(status_line.split(b" ", 2)[1])
         length = 0
         chunked = False
@@ -146,8 +152,18 @@ class RawConnection:
             self.writer.close()
 
 
+# The server closes a keep-alive connection idle for 5 s (uvicorn's default):
+# older idle connections are not reused.
+IDLE_REUSE_SECONDS = 4.0
+
+
 class RawPool:
-    """Connections handed out one request at a time; a broken one is replaced."""
+    """Connections handed out one request at a time; a broken one is replaced.
+
+    A request on a reused connection that the server closed meanwhile (it
+    answers nothing) is sent again once on a new connection: the server never
+    read it, so this is no retry of work it did.
+    """
 
     def __init__(self, base_url: str, max_connections: int) -> None:
         parts = urlsplit(base_url)
@@ -170,8 +186,13 @@ class RawPool:
                 self._available.wait_for(lambda: bool(self._idle) or self._open < self.max_connections),
                 REQUEST_TIMEOUT,
             )
-            if self._idle:
-                return self._idle.pop()
+            while self._idle:
+                connection = self._idle.pop()
+                if time.monotonic() - connection.idle_since < IDLE_REUSE_SECONDS and not connection.closed:
+                    connection.reused = True
+                    return connection
+                connection.close()
+                self._open -= 1
             self._open += 1
         try:
             return await RawConnection.open(self.host, self.port)
@@ -187,18 +208,24 @@ class RawPool:
                 connection.close()
                 self._open -= 1
             else:
+                connection.idle_since = time.monotonic()
                 self._idle.append(connection)
             self._available.notify()
 
     async def request(self, data: bytes) -> tuple[int, bytes]:
-        connection = await self._acquire()
-        broken = True
-        try:
-            result = await connection.request(data)
-            broken = False
-            return result
-        finally:
-            await self._release(connection, broken)
+        for _ in range(2):
+            connection = await self._acquire()
+            broken = True
+            try:
+                result = await connection.request(data)
+                broken = False
+                return result
+            except ConnectionError:
+                if not connection.reused or connection.answered_bytes:
+                    raise
+            finally:
+                await self._release(connection, broken)
+        raise ConnectionError("the server closed two connections in a row")
 
     async def close(self) -> None:
         for connection in self._idle:

@@ -91,9 +91,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             api_keys.watch_revocations(stop, settings.api_key_revocation_poll_seconds)
         )
         worker_task = None
+        worker_engine = None
         if settings.run_worker:
+            worker_sessions = sessionmaker
+            if not settings.is_sqlite:
+                # Connections of its own that read by index (kit.db.create_engine);
+                # SQLite keeps its one connection per process.
+                worker_engine = create_engine(
+                    settings.database_url, pool_size=max(2, settings.worker_concurrency), index_reads=True
+                )
+                worker_sessions = create_sessionmaker(worker_engine)
             # It gives way to this process's API when requests are waiting (engine/worker.py).
-            worker = build_worker(settings, sessionmaker, signal=job_signal, pressure=lambda: in_flight.count)
+            worker = build_worker(settings, worker_sessions, signal=job_signal, pressure=lambda: in_flight.count)
             worker_task = asyncio.create_task(worker.run_forever(stop))
         try:
             yield
@@ -102,6 +111,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             job_signal.ring()
             if worker_task is not None:
                 await worker_task
+            if worker_engine is not None:
+                await worker_engine.dispose()
             await revocations
             await engine.dispose()
 

@@ -48,6 +48,9 @@ class Settings:
     # A running job whose worker has not finished within this is taken by another.
     job_lease_seconds: float = 60.0
     worker_poll_seconds: float = 0.5
+    # ``herald worker`` lowers its CPU priority by this much (os.nice): API
+    # processes on the same machine answer first when both want the CPU.
+    worker_nice: int = 10
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -102,6 +105,7 @@ def load_settings(**overrides: object) -> Settings:
         "retry_base_seconds": float(env.get("HERALD_RETRY_BASE_SECONDS", "2.0")),
         "job_lease_seconds": float(env.get("HERALD_JOB_LEASE_SECONDS", "60")),
         "worker_poll_seconds": float(env.get("HERALD_WORKER_POLL_SECONDS", "0.5")),
+        "worker_nice": int(env.get("HERALD_WORKER_NICE", "10")),
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

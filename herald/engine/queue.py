@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import bindparam, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.kit.db import any_of, use_indexes
+from herald.kit.db import any_of
 from herald.kit.db import dumps_json as dumps
 from herald.kit.time import utcnow
 from herald.models import Job
@@ -56,7 +56,6 @@ async def claim_jobs(session: AsyncSession, worker_id: str, limit: int, lease_se
     many jobs wait. Jobs of workers that died come back through
     :func:`requeue_expired_leases`.
     """
-    await use_indexes(session)
     now = utcnow()
     due = (
         select(Job.id)
@@ -88,7 +87,6 @@ async def requeue_expired_leases(session: AsyncSession, limit: int = 1000) -> in
     ``ix_jobs_leased``. A job with no attempt left is failed instead
     (:func:`abandoned_jobs`), never run again.
     """
-    await use_indexes(session)
     now = utcnow()
     expired = (
         select(Job.id)
@@ -130,7 +128,6 @@ async def abandoned_jobs(session: AsyncSession, limit: int = 100) -> Sequence[Jo
 
 async def next_run_at(session: AsyncSession) -> datetime | None:
     """When the earliest waiting job is due, so an idle worker knows how long it may sleep."""
-    await use_indexes(session)
     return await session.scalar(select(Job.run_at).where(Job.status.in_(CLAIMABLE)).order_by(Job.run_at).limit(1))
 
 

@@ -24,7 +24,6 @@ from herald.engine.repository import EngineRepository, detail_row
 from herald.engine.steps import STEP_RUNNERS
 from herald.engine.steps.base import Detail, EngineSettings, StepContext, StepOutcome
 from herald.kit.crypto import SecretBox
-from herald.kit.db import use_indexes
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
 from herald.models import Event, Job, Message
@@ -153,7 +152,6 @@ class JobRunner:
         before = {job.id: dict(job.data or {}) for job in jobs}
         try:
             async with self.sessionmaker() as session, session.begin():
-                await use_indexes(session)
                 progress = await expand_events(session, jobs, hand_off)
                 now = utcnow()
                 # A committed batch is progress, not a failed attempt: only
@@ -203,8 +201,10 @@ class JobRunner:
         def final(outcome: StepOutcome | Exception) -> bool:
             return isinstance(outcome, StepOutcome) and outcome.status in FINAL_OUTCOMES
 
+        # Final outcomes, even a lone one, are written by the batched path: one
+        # statement guarded by the lease rather than a lock and a flush.
         together = [(ctx, outcome) for ctx, outcome in pairs if final(outcome)]
-        if len(together) > 1:
+        if together:
             try:
                 await self._apply_many(together)  # type: ignore[arg-type]
                 pairs = [(ctx, outcome) for ctx, outcome in pairs if not final(outcome)]
@@ -239,7 +239,6 @@ class JobRunner:
         orphans: list[tuple[Job, str]] = []
         contexts: list[StepContext] = []
         async with self.sessionmaker() as session:
-            await use_indexes(session)
             repository = EngineRepository(session)
             events = await repository.get_events(job.event_id for job in jobs)
             subscribers = await repository.get_subscribers(job.subscriber_id or "" for job in jobs)

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, field
+from datetime import datetime
 
 import httpx
 from sqlalchemy.engine import make_url
@@ -77,6 +78,8 @@ class Worker:
         self.runner = JobRunner(self.sessionmaker, self.http, self.box, self.settings, self.worker_id, self.batch_size)
         self._next_sweep = 0.0
         self._next_purge = 0.0
+        self._next_due_check = 0.0
+        self._next_due: datetime | None = None
 
     async def run_once(self) -> int:
         """Claim one batch of due jobs and run it; returns how many jobs ran."""
@@ -86,8 +89,13 @@ class Worker:
         if time.monotonic() >= self._next_purge:
             await self.purge_expired_idempotency_records()
             self._next_purge = time.monotonic() + PURGE_SECONDS
-        async with self.sessionmaker() as session, session.begin():
+        async with self.sessionmaker() as session:
+            if self._is_postgres():
+                # One statement, so no transaction around it: one round trip, not four
+                # (every worker makes one whenever jobs are announced, found or not).
+                await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
             jobs = list(await queue.claim_jobs(session, self.worker_id, self.batch_size, self.settings.lease_seconds))
+            await session.commit()
         if not jobs:
             return 0
         await self.runner.run_batch(jobs, self.concurrency)
@@ -165,14 +173,23 @@ class Worker:
                     await waiter
 
     async def _idle_timeout(self) -> float:
-        try:
-            async with self.sessionmaker() as session:
-                due = await queue.next_run_at(session)
-        except Exception:
+        """How long an idle worker may sleep: until the next delayed job is due, at most the poll interval.
+
+        The store is asked at most once per poll interval: a busy worker goes
+        idle after every round, and the answer can only shorten a sleep that
+        the poll interval bounds anyway.
+        """
+        now = time.monotonic()
+        if now >= self._next_due_check:
+            self._next_due_check = now + self.poll_interval
+            try:
+                async with self.sessionmaker() as session:
+                    self._next_due = await queue.next_run_at(session)
+            except Exception:
+                self._next_due = None
+        if self._next_due is None:
             return self.poll_interval
-        if due is None:
-            return self.poll_interval
-        return max(0.0, min(self.poll_interval, (due - utcnow()).total_seconds()))
+        return max(0.0, min(self.poll_interval, (self._next_due - utcnow()).total_seconds()))
 
     def _is_postgres(self) -> bool:
         return bool(self.database_url) and make_url(self.database_url or "").get_backend_name() == "postgresql"

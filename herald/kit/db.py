@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import Depends, Request
-from sqlalchemy import ARRAY, any_, bindparam, cast, event, func, select, text
+from sqlalchemy import ARRAY, any_, bindparam, cast, event, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
@@ -111,7 +111,19 @@ def dumps_json(value: Any) -> str:
         return json.dumps(value)
 
 
-def create_engine(url: str, *, pool_size: int = 10, **kwargs: Any) -> AsyncEngine:
+def create_engine(url: str, *, pool_size: int = 10, index_reads: bool = False, **kwargs: Any) -> AsyncEngine:
+    """The async engine for ``url`` (``sqlite:///...`` or ``postgresql://...``).
+
+    ``index_reads``: on PostgreSQL, the connections never choose a sequential
+    scan where an index applies (``enable_seqscan = off``, set when they
+    connect). For the job workers' engines, whose reads are all by key: the
+    head of the job queue, events, jobs and subscribers by id. With
+    statistics older than a table's growth (a new database, a burst after a
+    quiet time: autovacuum analyzes once a minute at best), PostgreSQL
+    believed the tables nearly empty and scanned them whole, comparing every
+    row with every id: 50 ms and more per claim or lookup of 100 rows, where
+    the index takes a millisecond. A query with no index to use still runs.
+    """
     target = async_url(url)
     kwargs.setdefault("json_serializer", dumps_json)
     kwargs.setdefault("json_deserializer", loads_json)
@@ -127,28 +139,18 @@ def create_engine(url: str, *, pool_size: int = 10, **kwargs: Any) -> AsyncEngin
         engine = create_async_engine(target, **kwargs)
         _configure_sqlite(engine)
         return engine
+    if index_reads:
+        kwargs.setdefault("connect_args", {}).setdefault("server_settings", {})["enable_seqscan"] = "off"
+    # No pre-ping: it cost a round trip on every checkout, i.e. per transaction.
+    # A connection a database restart cut fails its first statement instead;
+    # that request answers 503 (Retry-After) and SQLAlchemy drops every pooled
+    # connection made before the failure, so one failure, not one per connection.
     return create_async_engine(
         target,
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=True,
         **kwargs,
     )
-
-
-async def use_indexes(session: AsyncSession) -> None:
-    """Make the rest of this transaction read through indexes wherever one applies (PostgreSQL).
-
-    For the engine's own reads, which are all by key: the head of the job
-    queue, events, jobs and subscribers by id. With statistics older than a
-    table's growth (a new database, a burst after a quiet time: autovacuum
-    analyzes once a minute at best), PostgreSQL believed the tables nearly
-    empty and scanned them whole, comparing every row with every id: 50 ms
-    and more per claim or lookup of 100 rows, where the index takes a
-    millisecond. A query with no index to use still runs (as a scan).
-    """
-    if session.get_bind().dialect.name == "postgresql":
-        await session.execute(text("SET LOCAL enable_seqscan = off"))
 
 
 def any_of(session: AsyncSession, column: Any, values: Iterable[Any]) -> Any:

@@ -43,12 +43,41 @@ class HandOff:
     lease_seconds: float
     limit: int
     jobs: list[Job] = field(default_factory=list)
+    # The events of those jobs, as the expansion read them: running the steps
+    # needs them again, and reading them twice cost a query and their JSON.
+    events: dict[str, Event] = field(default_factory=dict)
 
-    def take(self, row: dict[str, Any], now: Any) -> None:
+    @property
+    def room(self) -> int:
+        return max(self.limit - len(self.jobs), 0)
+
+    def take(self, row: dict[str, Any], now: Any, event: Event) -> None:
         if len(self.jobs) >= self.limit:
             return
         row.update(status="running", locked_by=self.worker_id, locked_until=now + timedelta(seconds=self.lease_seconds), attempts=1)
-        self.jobs.append(Job(**row))
+        self.jobs.append(job_from_row(row))
+        self.events[event.id] = event
+
+    def absorb(self, other: HandOff) -> None:
+        """Add what another expansion of this batch handed off."""
+        self.jobs += other.jobs
+        self.events.update(other.events)
+
+
+def job_from_row(row: dict[str, Any]) -> Job:
+    """A Job holding ``row`` (which this transaction inserts), built as the ORM builds a loaded row.
+
+    ``Job(**row)`` fires an attribute event per column: 15 µs a job, a tenth of
+    a busy worker's time when every trigger hands its first step off. The job
+    is only read and handed to the runner (never added to a session), so its
+    state starts from the row as a loaded one would.
+    """
+    job = _JOB_MANAGER.new_instance()
+    job.__dict__.update(row)
+    return job
+
+
+_JOB_MANAGER = Job.__mapper__.class_manager
 
 
 @dataclass
@@ -136,7 +165,7 @@ async def _create_notifications(
         for notification_id, internal_id, event_id in inserted:
             rows = _step_jobs(events[event_id], notification_id, internal_id, now)
             if hand_off is not None and rows:
-                hand_off.take(rows[0], now)
+                hand_off.take(rows[0], now, events[event_id])
             jobs.extend(rows)
             created[event_id] += 1
         for first in range(0, len(jobs), BATCH_SIZE):

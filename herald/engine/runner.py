@@ -71,12 +71,14 @@ class JobRunner:
         try:
             expansions = [job for job in jobs if job.kind == "event"]
             steps = [job for job in jobs if job.kind != "event"]
+            known_events: dict[str, Event] = {}
             if expansions:
                 handed = await self._run_expansions(expansions, room=max(self.batch_size - len(steps), 0))
-                held.update(job.id for job in handed)
-                steps += handed
+                held.update(job.id for job in handed.jobs)
+                steps += handed.jobs
+                known_events = handed.events
             if steps:
-                await self._run_steps(steps, concurrency)
+                await self._run_steps(steps, concurrency, known_events)
         finally:
             heartbeat.cancel()
             with suppress(asyncio.CancelledError):
@@ -130,22 +132,22 @@ class JobRunner:
 
     # Expansion -------------------------------------------------------------
 
-    async def _run_expansions(self, jobs: list[Job], room: int) -> list[Job]:
+    async def _run_expansions(self, jobs: list[Job], room: int) -> HandOff:
         """Expand the events; returns the first steps handed to this worker (see ``HandOff``)."""
         if len(jobs) > 1:
             try:
                 return await self._expand(jobs, room)
             except Exception:
                 logger.warning("expanding %d events together failed; expanding them one by one", len(jobs), exc_info=True)
-        handed: list[Job] = []
+        handed = HandOff(self.worker_id, self.settings.lease_seconds, room)
         for job in jobs:
-            await self._guarded(job, partial(self._expand_alone, job, handed, room))
+            await self._guarded(job, partial(self._expand_alone, job, handed))
         return handed
 
-    async def _expand_alone(self, job: Job, handed: list[Job], room: int) -> None:
-        handed += await self._expand([job], room - len(handed))
+    async def _expand_alone(self, job: Job, handed: HandOff) -> None:
+        handed.absorb(await self._expand([job], handed.room))
 
-    async def _expand(self, jobs: list[Job], room: int = 0) -> list[Job]:
+    async def _expand(self, jobs: list[Job], room: int = 0) -> HandOff:
         hand_off = HandOff(self.worker_id, self.settings.lease_seconds, room)
         # Expansion records its progress in job.data; should the transaction
         # fail, the jobs must not keep progress that was never committed.
@@ -175,13 +177,13 @@ class JobRunner:
             raise
         for job, row in zip(jobs, rows, strict=True):
             job.status, job.attempts = row["status"], 0
-        return hand_off.jobs
+        return hand_off
 
     # Steps -----------------------------------------------------------------
 
-    async def _run_steps(self, jobs: list[Job], concurrency: int) -> None:
+    async def _run_steps(self, jobs: list[Job], concurrency: int, known_events: dict[str, Event] | None = None) -> None:
         try:
-            contexts = await self._load_contexts(jobs)
+            contexts = await self._load_contexts(jobs, known_events)
         except Exception:
             logger.warning("loading %d steps together failed; running them one by one", len(jobs), exc_info=True)
             for job in jobs:
@@ -234,13 +236,20 @@ class JobRunner:
                 continue
         raise RuntimeError(f"job {job.id}: the digest it belongs to kept changing")
 
-    async def _load_contexts(self, jobs: list[Job]) -> list[StepContext]:
-        """What each step needs, read in one session; a step whose event or subscriber is gone fails here."""
+    async def _load_contexts(self, jobs: list[Job], known_events: dict[str, Event] | None = None) -> list[StepContext]:
+        """What each step needs, read in one session; a step whose event or subscriber is gone fails here.
+
+        ``known_events``: events this worker has just read (the expansion that
+        handed it the steps); only the others are read again.
+        """
         orphans: list[tuple[Job, str]] = []
         contexts: list[StepContext] = []
         async with self.sessionmaker() as session:
             repository = EngineRepository(session)
-            events = await repository.get_events(job.event_id for job in jobs)
+            events = dict(known_events or {})
+            unknown = {job.event_id for job in jobs} - events.keys()
+            if unknown:
+                events.update(await repository.get_events(unknown))
             subscribers = await repository.get_subscribers(job.subscriber_id or "" for job in jobs)
             tenants: dict[tuple[str, str], dict[str, Any]] = {}
             for job in jobs:

@@ -9,6 +9,8 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
+from herald.engine.expand import job_from_row
+from herald.engine.repository import EngineRepository
 from herald.engine.worker import Worker
 from herald.models import Job, Notification, Subscriber
 from tests.conftest import Tenancy
@@ -617,3 +619,39 @@ async def test_a_stopped_worker_ends_without_waiting_for_its_poll(app: FastAPI) 
 
 async def _nothing_to_run() -> int:
     return 0
+
+
+async def test_handed_off_steps_run_on_the_events_their_expansion_read(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workflow = await create_workflow(api)
+    results = [await trigger(api, workflow_name(workflow), unique("once"), payload={"name": f"N{n}"}) for n in range(3)]
+    transaction_ids = {result["transactionId"] for result in results}
+    reads: list[str] = []
+    get_events = EngineRepository.get_events
+
+    async def counted(self: EngineRepository, event_ids: Any) -> Any:
+        event_ids = list(event_ids)
+        reads.extend(event_ids)
+        return await get_events(self, event_ids)
+
+    monkeypatch.setattr(EngineRepository, "get_events", counted)
+    for transaction_id in transaction_ids:
+        await _run_until_expanded(worker, app, transaction_id)
+
+    ours = {job.event_id for tid in transaction_ids for job in await jobs_of(app, tid)}
+    assert len(ours) == 3
+    assert sorted(event_id for event_id in reads if event_id in ours) == sorted(ours)  # each read once
+    contents = sorted([m.content for tid in transaction_ids for m in await messages_of(app, tenancy.environment_id, transaction_id=tid)])
+    assert contents == ["Hello N0", "Hello N1", "Hello N2"]
+
+
+def test_a_job_built_from_its_row_reads_as_the_row() -> None:
+    row = {"id": "j1", "kind": "step", "status": "running", "event_id": "e1", "data": {"phase": "x"}, "attempts": 1}
+
+    job = job_from_row(dict(row))
+
+    assert {name: getattr(job, name) for name in row} == row
+    assert job.notification_id is None  # a column the row does not name reads as unset, as on Job(**row)
+    job.status = "completed"
+    assert job.status == "completed"

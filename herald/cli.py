@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from herald.config import Settings, load_settings
+from herald.config import Settings, SettingsError, load_settings
 from herald.kit.db import create_engine, create_sessionmaker
 from herald.kit.errors import HeraldError
 
@@ -155,7 +155,12 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     if nice:
         # Delivery is background work: on a machine shared with API processes,
         # they get the CPU first when both want it (see docs/deployment.md).
-        os.nice(nice)
+        try:
+            os.nice(nice)
+        except PermissionError:
+            raise SettingsError(
+                f"cannot raise the worker's CPU priority by {-nice} without the privilege to (--nice / HERALD_WORKER_NICE {nice}); use 0 or more"
+            ) from None
 
     async def run() -> None:
         engine = create_engine(settings.database_url, pool_size=max(2, settings.worker_concurrency), index_reads=True)
@@ -239,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.handler(settings, args) or 0)
     except HeraldError as exc:
         print(f"herald {args.command}: {exc.message}", file=sys.stderr)
+        return 1
+    except SettingsError as exc:
+        print(f"herald {args.command}: {exc}", file=sys.stderr)
         return 1
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +81,19 @@ def _load_or_create_secret_key(data_dir: Path) -> str:
     return key
 
 
+class SettingsError(ValueError):
+    """A HERALD_* variable that cannot be read; the CLI prints it without a traceback."""
+
+
+def _number(env: Mapping[str, str], name: str, default: str, kind: type[int] | type[float]) -> int | float:
+    raw = env.get(name, default)
+    try:
+        return kind(raw)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise SettingsError(f"{name} must be {what}, not {raw!r}") from None
+
+
 def load_settings(**overrides: object) -> Settings:
     """Build settings from the environment, with explicit overrides winning."""
     env = os.environ
@@ -97,15 +111,15 @@ def load_settings(**overrides: object) -> Settings:
         "database_url": database_url,
         "secret_key": str(secret_key),
         "host": env.get("HERALD_HOST", "127.0.0.1"),
-        "port": int(env.get("HERALD_PORT", "3000")),
-        "database_pool_size": int(env.get("HERALD_DATABASE_POOL_SIZE", "10")),
+        "port": _number(env, "HERALD_PORT", "3000", int),
+        "database_pool_size": _number(env, "HERALD_DATABASE_POOL_SIZE", "10", int),
         "log_level": env.get("HERALD_LOG_LEVEL", "INFO"),
-        "worker_concurrency": int(env.get("HERALD_WORKER_CONCURRENCY", "8")),
-        "worker_batch_size": int(env.get("HERALD_WORKER_BATCH_SIZE", "100")),
-        "retry_base_seconds": float(env.get("HERALD_RETRY_BASE_SECONDS", "2.0")),
-        "job_lease_seconds": float(env.get("HERALD_JOB_LEASE_SECONDS", "60")),
-        "worker_poll_seconds": float(env.get("HERALD_WORKER_POLL_SECONDS", "0.5")),
-        "worker_nice": int(env.get("HERALD_WORKER_NICE", "10")),
+        "worker_concurrency": _number(env, "HERALD_WORKER_CONCURRENCY", "8", int),
+        "worker_batch_size": _number(env, "HERALD_WORKER_BATCH_SIZE", "100", int),
+        "retry_base_seconds": _number(env, "HERALD_RETRY_BASE_SECONDS", "2.0", float),
+        "job_lease_seconds": _number(env, "HERALD_JOB_LEASE_SECONDS", "60", float),
+        "worker_poll_seconds": _number(env, "HERALD_WORKER_POLL_SECONDS", "0.5", float),
+        "worker_nice": _number(env, "HERALD_WORKER_NICE", "10", int),
     }
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -52,7 +52,7 @@ class HandOff:
         return max(self.limit - len(self.jobs), 0)
 
     def take(self, row: dict[str, Any], now: Any, event: Event) -> None:
-        if len(self.jobs) >= self.limit:
+        if not self.room:
             return
         row.update(status="running", locked_by=self.worker_id, locked_until=now + timedelta(seconds=self.lease_seconds), attempts=1)
         self.jobs.append(job_from_row(row))
@@ -72,12 +72,9 @@ def job_from_row(row: dict[str, Any]) -> Job:
     is only read and handed to the runner (never added to a session), so its
     state starts from the row as a loaded one would.
     """
-    job = _JOB_MANAGER.new_instance()
+    job = Job.__mapper__.class_manager.new_instance()
     job.__dict__.update(row)
     return job
-
-
-_JOB_MANAGER = Job.__mapper__.class_manager
 
 
 @dataclass
@@ -156,7 +153,7 @@ async def _create_notifications(
     """Notifications and step jobs for (event, internal id, subscriberId); returns how many were new per event."""
     created: Counter[str] = Counter()
     now = utcnow()
-    if hand_off is not None and len(audience) > hand_off.limit - len(hand_off.jobs):
+    if hand_off is not None and len(audience) > hand_off.room:
         hand_off = None
     for start in range(0, len(audience), BATCH_SIZE):
         rows = [_notification_row(event, internal, external, now) for event, internal, external in audience[start : start + BATCH_SIZE]]

@@ -153,3 +153,18 @@ async def test_serve_listens_where_bootstrap_announces(tmp_path: Path) -> None:
         await wait_until(healthy, timeout=30, what="herald serve on HERALD_PORT", describe=server.describe)
     finally:
         herald.stop_all()
+
+
+def test_a_setting_that_is_not_a_number_is_named_without_a_traceback(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*HERALD_COMMAND, "worker"],
+        cwd=tmp_path,
+        env=_plain_environment(HERALD_DATA_DIR=str(tmp_path / "data"), HERALD_WORKER_NICE="low"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith("herald worker: HERALD_WORKER_NICE must be a whole number, not 'low'")
+    assert "Traceback" not in done.stderr

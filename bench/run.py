@@ -276,7 +276,11 @@ class Run:
         usage = meter.stop()
         self.accounting.add(outcome.triggers_accepted)
         applies = self.store.kind == "postgres" and self.options.workers == 2
-        slowest = f" · slowest second {number(outcome.slowest_second)}/s" if outcome.slowest_second is not None else ""
+        slowest = (
+            f" · slowest {scenarios.SUSTAINED_COUNT_SECONDS:.0f} s {number(outcome.slowest_interval)}/s"
+            if outcome.slowest_interval is not None
+            else ""
+        )
         self.rows.append(Row(
             f"Sustained in-app delivery over {outcome.duration:.0f} s ({self._topology()})",
             f"{number(outcome.rate)} messages/s{slowest}",

@@ -13,6 +13,7 @@ import os
 
 from herald.app import create_app
 from herald.config import load_settings
+from herald.kit.heap import settle_heap
 
 _settings = load_settings(run_worker=os.environ.get("BENCH_RUN_WORKER", "1") != "0")
 logging.basicConfig(
@@ -20,3 +21,4 @@ logging.basicConfig(
     format="%(asctime)s %(levelname)s %(name)s %(message)s",
 )
 app = create_app(_settings)
+settle_heap()  # as `herald serve` does

@@ -23,6 +23,7 @@ from typing import Any
 from herald.config import Settings, SettingsError, load_settings
 from herald.kit.db import create_engine, create_sessionmaker
 from herald.kit.errors import HeraldError
+from herald.kit.heap import settle_heap
 
 DEV_KEY_FILE = "development-api-key"
 NEW_KEY_HINT = (
@@ -130,6 +131,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         host=args.host or settings.host, port=args.port or settings.port, run_worker=not args.no_worker
     )
     app = create_app(settings)
+    settle_heap()
     uvicorn.run(
         app,
         host=settings.host,
@@ -173,6 +175,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
         finally:
             await engine.dispose()
 
+    settle_heap()
     run_event_loop(run())
     return 0
 

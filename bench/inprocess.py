@@ -115,8 +115,10 @@ async def run(which: str, api_key: str, requests: int, concurrencies: list[int])
     else:
         from herald.app import create_app
         from herald.config import load_settings
+        from herald.kit.heap import settle_heap
 
         app = create_app(load_settings(run_worker=False))
+        settle_heap()  # as `herald serve` does
     async with app.router.lifespan_context(app):
         if which == "herald":
             steps = [{"template": {"type": "in_app", "content": "Hi {{payload.n}}"}}]

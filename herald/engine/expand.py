@@ -27,6 +27,9 @@ from herald.kit.time import utcnow
 from herald.models import Event, Job
 
 BATCH_SIZE = 1000
+# Set in the session's info when the expansion wrote steps that any worker may
+# claim (first steps not handed off): only then are the other workers woken.
+QUEUED_FOR_ANY_WORKER = "queued_for_any_worker"
 
 
 @dataclass
@@ -167,6 +170,8 @@ async def _create_notifications(
             created[event_id] += 1
         for first in range(0, len(jobs), BATCH_SIZE):
             await repository.insert_jobs(jobs[first : first + BATCH_SIZE])
+        if any(row["status"] == "queued" for row in jobs):
+            repository.session.info[QUEUED_FOR_ANY_WORKER] = True
     return created
 
 

@@ -145,7 +145,12 @@ def retry_delay(attempt: int, base_seconds: float, cap_seconds: float = 300.0) -
 
 
 async def queue_next_steps(session: AsyncSession, jobs: Sequence[Job]) -> None:
-    """Release the step after each job in its notification's chain (one statement for them all)."""
+    """Release the step after each job in its notification's chain (one statement for them all).
+
+    Workers are woken only when a step was released: the last step of a
+    chain has none after it, and waking every worker for nothing had each of
+    them make a claim that found nothing, once per finished batch.
+    """
     links = [
         {"notification": job.notification_id, "index": job.step_index + 1}
         for job in jobs
@@ -154,8 +159,20 @@ async def queue_next_steps(session: AsyncSession, jobs: Sequence[Job]) -> None:
     if not links:
         return
     now = utcnow()
+    if session.bind.dialect.name == "postgresql":
+        released = await session.execute(
+            _RELEASE_POSTGRESQL,
+            {
+                "notifications": [link["notification"] for link in links],
+                "indexes": [link["index"] for link in links],
+                "now": now,
+            },
+        )
+        if released.first() is not None:
+            await wake_workers(session)
+        return
     jobs_table = Job.__table__
-    await session.execute(
+    result = await session.execute(
         update(jobs_table)
         .where(
             jobs_table.c.notification_id == bindparam("notification"),
@@ -166,7 +183,17 @@ async def queue_next_steps(session: AsyncSession, jobs: Sequence[Job]) -> None:
         links,
         execution_options={"synchronize_session": False},
     )
-    await wake_workers(session)
+    if result.rowcount:  # type: ignore[attr-defined]  # SQLite sums an executemany's rows
+        await wake_workers(session)
+
+
+# One statement whatever the number of links (arrays, not a list of parameters).
+_RELEASE_POSTGRESQL = text(
+    """UPDATE jobs SET status = 'queued', run_at = :now, updated_at = :now
+    FROM unnest(CAST(:notifications AS text[]), CAST(:indexes AS integer[])) AS next(notification_id, step_index)
+    WHERE jobs.notification_id = next.notification_id AND jobs.step_index = next.step_index AND jobs.status = 'pending'
+    RETURNING jobs.id"""
+)
 
 
 async def settle_rest_of_chain(session: AsyncSession, job: Job, status: str) -> int:

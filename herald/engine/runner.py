@@ -17,13 +17,20 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald.engine import queue
-from herald.engine.expand import HandOff, expand_events, expansion_detail, expansion_failed_detail
+from herald.engine.expand import (
+    QUEUED_FOR_ANY_WORKER,
+    HandOff,
+    expand_events,
+    expansion_detail,
+    expansion_failed_detail,
+)
 from herald.engine.filters import FilterContext, step_passes
 from herald.engine.queue import JobLost
 from herald.engine.repository import EngineRepository, detail_row
 from herald.engine.steps import STEP_RUNNERS
 from herald.engine.steps.base import Detail, EngineSettings, StepContext, StepOutcome
 from herald.kit.crypto import SecretBox
+from herald.kit.db import without_transaction
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
 from herald.models import Event, Job, Message
@@ -170,7 +177,12 @@ class JobRunner:
                 await EngineRepository(session).add_details(
                     [expansion_detail(job, progress[job.id]) for job in jobs if progress[job.id].done]
                 )
-                await queue.wake_workers(session)
+                # Other workers are woken for what they can take: steps left queued,
+                # or an expansion to go on with. Steps handed to this worker are
+                # run in this round, and waking the others for them only had
+                # each make a claim that found nothing.
+                if session.info.get(QUEUED_FOR_ANY_WORKER) or any(not progress[job.id].done for job in jobs):
+                    await queue.wake_workers(session)
         except BaseException:
             for job in jobs:
                 job.data = before[job.id]
@@ -245,6 +257,8 @@ class JobRunner:
         orphans: list[tuple[Job, str]] = []
         contexts: list[StepContext] = []
         async with self.sessionmaker() as session:
+            # Reads only: no transaction around them (a BEGIN and a ROLLBACK less per round).
+            await without_transaction(session)
             repository = EngineRepository(session)
             events = dict(known_events or {})
             unknown = {job.event_id for job in jobs} - events.keys()

@@ -26,6 +26,7 @@ from herald.engine.queue import JobSignal
 from herald.engine.runner import JobRunner
 from herald.engine.steps.base import EngineSettings
 from herald.kit.crypto import SecretBox
+from herald.kit.db import without_transaction
 from herald.kit.idempotency import IdempotencyRepository
 from herald.kit.ids import short_id
 from herald.kit.time import utcnow
@@ -90,10 +91,9 @@ class Worker:
             await self.purge_expired_idempotency_records()
             self._next_purge = time.monotonic() + PURGE_SECONDS
         async with self.sessionmaker() as session:
-            if self._is_postgres():
-                # One statement, so no transaction around it: one round trip, not four
-                # (every worker makes one whenever jobs are announced, found or not).
-                await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+            # One statement, so no transaction around it: one round trip, not four
+            # (every worker makes one whenever jobs are announced, found or not).
+            await without_transaction(session)
             jobs = list(await queue.claim_jobs(session, self.worker_id, self.batch_size, self.settings.lease_seconds))
             await session.commit()
         if not jobs:

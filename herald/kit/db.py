@@ -168,6 +168,18 @@ def any_of(session: AsyncSession, column: Any, values: Iterable[Any]) -> Any:
     return column.in_(values)
 
 
+async def without_transaction(session: AsyncSession) -> None:
+    """Run the session's statements outside a transaction (PostgreSQL; SQLite is left as it is).
+
+    For a session that makes one write, or only reads: each statement commits
+    or reads on its own, and the BEGIN and the COMMIT or ROLLBACK around them,
+    two round trips, are not sent. Call it before the session's first
+    statement. Reads see each statement's own snapshot, not one for all.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+
+
 async def lock_for_transaction(session: AsyncSession, name: str) -> None:
     """Hold the lock ``name`` until the session's transaction ends; others wait for it.
 

@@ -9,6 +9,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
 
+from herald.engine import queue
 from herald.engine.expand import job_from_row
 from herald.engine.repository import EngineRepository
 from herald.engine.worker import Worker
@@ -589,6 +590,61 @@ async def test_a_fan_out_larger_than_the_batch_is_left_queued_for_every_worker(
     assert await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"]) == []
     await worker.run_until_idle()
     assert len(await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])) == 4
+
+
+def _count_wakes(monkeypatch: pytest.MonkeyPatch) -> list[None]:
+    """Each call to queue.wake_workers (the NOTIFY that makes every listening worker claim)."""
+    wakes: list[None] = []
+    wake = queue.wake_workers
+
+    async def counted(session: Any) -> None:
+        wakes.append(None)
+        await wake(session)
+
+    monkeypatch.setattr(queue, "wake_workers", counted)
+    return wakes
+
+
+async def test_an_expansion_whose_steps_this_worker_takes_wakes_no_other_worker(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    workflow = await create_workflow(api)
+    result = await trigger(api, workflow_name(workflow), unique("quiet"), payload={"name": "Ada"})
+    wakes = _count_wakes(monkeypatch)
+
+    await _run_until_expanded(worker, app, result["transactionId"])
+
+    assert len(await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])) == 1
+    assert wakes == []
+
+
+async def test_a_finished_step_wakes_the_workers_only_when_it_released_the_next(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    steps = [IN_APP, {**IN_APP, "name": "again"}]
+    workflow = await create_workflow(api, steps=steps)
+    result = await trigger(api, workflow_name(workflow), unique("chain"), payload={"item": "x"})
+    wakes = _count_wakes(monkeypatch)
+
+    await _run_until_expanded(worker, app, result["transactionId"])  # and its first step, handed off
+    assert len(wakes) == 1  # the second step was released
+    await worker.run_until_idle()
+    assert len(wakes) == 1  # the second step released nothing
+    assert len(await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])) == 2
+
+
+async def test_an_expansion_that_leaves_steps_queued_wakes_the_workers(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker.batch_size = worker.runner.batch_size = 3
+    workflow = await create_workflow(api)
+    result = await trigger(api, workflow_name(workflow), [unique("wide") for _ in range(4)])
+    wakes = _count_wakes(monkeypatch)
+
+    await _run_until_expanded(worker, app, result["transactionId"])
+
+    assert [job.status for job in await jobs_of(app, result["transactionId"]) if job.kind == "step"] == ["queued"] * 4
+    assert len(wakes) == 1
 
 
 async def test_a_stopped_worker_ends_without_waiting_for_its_poll(app: FastAPI) -> None:

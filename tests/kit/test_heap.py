@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import inspect
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,34 +53,23 @@ def _collector_state() -> dict[str, Any]:
     return {"frozen": gc.get_freeze_count(), "thresholds": gc.get_threshold()}
 
 
-def test_herald_worker_settles_the_heap_before_its_loop_starts(
-    collector: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize("argv", [["worker", "--nice", "0"], ["serve", "--port", "1"]], ids=["worker", "serve"])
+def test_each_service_command_settles_the_heap_before_it_starts(
+    argv: list[str], collector: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     seen: dict[str, Any] = {}
 
-    def start_loop(main: Any) -> None:
+    def start(*args: Any, **options: Any) -> None:
+        """Stands in for the worker's event loop and for uvicorn: notes the collector, runs nothing."""
         seen.update(_collector_state())
-        main.close()  # the worker itself is not run here
+        for arg in args:
+            if inspect.iscoroutine(arg):
+                arg.close()
 
     monkeypatch.setenv("HERALD_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("HERALD_DATABASE_URL", raising=False)
-    monkeypatch.setattr(cli, "run_event_loop", start_loop)
-    assert cli.main(["worker", "--nice", "0"]) == 0
-    assert seen["frozen"] > 0
-    assert seen["thresholds"] == THRESHOLDS
-
-
-def test_herald_serve_settles_the_heap_before_it_serves(
-    collector: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    seen: dict[str, Any] = {}
-
-    def serve(app: Any, **options: Any) -> None:
-        seen.update(_collector_state())
-
-    monkeypatch.setenv("HERALD_DATA_DIR", str(tmp_path))
-    monkeypatch.delenv("HERALD_DATABASE_URL", raising=False)
-    monkeypatch.setattr(uvicorn, "run", serve)
-    assert cli.main(["serve", "--port", "1"]) == 0
+    monkeypatch.setattr(cli, "run_event_loop", start)
+    monkeypatch.setattr(uvicorn, "run", start)
+    assert cli.main(argv) == 0
     assert seen["frozen"] > 0
     assert seen["thresholds"] == THRESHOLDS

@@ -6,12 +6,13 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.kit.bulk import insert_rows
 from herald.kit.db import any_of
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
@@ -251,18 +252,17 @@ class EngineRepository:
 
     async def insert_notifications(self, rows: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
         """Insert notifications, skipping subscribers an event already has; returns (id, subscriber_id, event_id) inserted."""
-        if not rows:
-            return []
-        table = Notification.__table__
-        result = await self.session.execute(
-            self._insert(table).on_conflict_do_nothing().returning(table.c.id, table.c.subscriber_id, table.c.event_id),
+        written = await insert_rows(
+            self.session,
+            Notification.__table__,
             rows,
+            skip_conflicts_on=(),
+            returning=("id", "subscriber_id", "event_id"),
         )
-        return [(row[0], row[1], row[2]) for row in result.all()]
+        return [(row[0], row[1], row[2]) for row in written]
 
     async def insert_jobs(self, rows: list[dict[str, Any]]) -> None:
-        if rows:
-            await self.session.execute(self._insert(Job.__table__), rows)
+        await insert_rows(self.session, Job.__table__, rows)
 
     async def add_details(self, rows: Sequence[dict[str, Any]]) -> None:
         """Write execution details (rows made by :func:`detail_row`) with one statement.
@@ -271,8 +271,7 @@ class EngineRepository:
         they skip the ORM: a step writes several, and building mapped objects
         for them was a large share of a worker's time per message.
         """
-        if rows:
-            await self.session.execute(insert(ExecutionDetail.__table__), list(rows))
+        await insert_rows(self.session, ExecutionDetail.__table__, rows)
 
     async def digest_result_before(self, notification_id: str, step_index: int) -> dict[str, Any] | None:
         """What the nearest digest step before this one collected (events, total_count).
@@ -412,17 +411,16 @@ class EngineRepository:
         """
         if not messages:
             return
-        table = Message.__table__
         rows = [_insert_row(message) for message in messages]
-        written: set[tuple[str, str]] = set()
-        for chunk in _chunks(rows, CHUNK_ROWS):
-            result = await self.session.execute(
-                self._insert(table)
-                .on_conflict_do_nothing(index_elements=["job_id", "delivery_key"])
-                .returning(table.c.job_id, table.c.delivery_key),
-                chunk,
+        written = set(
+            await insert_rows(
+                self.session,
+                Message.__table__,
+                rows,
+                skip_conflicts_on=("job_id", "delivery_key"),
+                returning=("job_id", "delivery_key"),
             )
-            written.update((job_id, key) for job_id, key in result.all())
+        )
         earlier = [m for m, row in zip(messages, rows, strict=True) if (row["job_id"], row["delivery_key"]) not in written]
         if not earlier:
             return

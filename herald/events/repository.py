@@ -3,14 +3,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import insert as sa_insert
 from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.engine.queue import wake_workers
 from herald.engine.repository import EngineRepository, detail_row
+from herald.kit.bulk import insert_rows
 from herald.kit.time import isoformat, utcnow
 from herald.models import Event, Job
 
@@ -28,18 +26,20 @@ class EventRepository:
         """
         if not events:
             return set()
-        insert = pg_insert if self.session.bind.dialect.name == "postgresql" else sqlite_insert
-        # Table-level statements: the rows are plain dicts, no ORM bookkeeping needed.
-        events_table, jobs_table = Event.__table__, Job.__table__
-        statement = (
-            insert(events_table)
-            .on_conflict_do_nothing(index_elements=["environment_id", "transaction_id"])
-            .returning(events_table.c.id)
-        )
-        written = set((await self.session.execute(statement, list(events))).scalars())
+        # The trigger path's writes: rows handed to the driver as it takes them (kit/bulk.py).
+        written = {
+            row[0]
+            for row in await insert_rows(
+                self.session,
+                Event.__table__,
+                events,
+                skip_conflicts_on=("environment_id", "transaction_id"),
+                returning=("id",),
+            )
+        }
         jobs = [job for job in jobs if job["event_id"] in written]
         if jobs:
-            await self.session.execute(sa_insert(jobs_table), jobs)
+            await insert_rows(self.session, Job.__table__, jobs)
             await wake_workers(self.session)
         return written
 

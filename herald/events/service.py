@@ -26,7 +26,7 @@ from herald.models import Workflow
 from herald.subscribers.schemas import CreateSubscriberRequest
 from herald.tenants.repository import TenantRepository
 from herald.topics.repository import TopicRepository
-from herald.workflows.repository import WorkflowRepository
+from herald.workflows.repository import TriggerTarget, WorkflowRepository
 
 DUPLICATE_TRANSACTION = (
     "transactionId property is not unique, please make sure all triggers have a unique transactionId"
@@ -176,7 +176,7 @@ def normalize_tenant(tenant: str | dict[str, Any] | None) -> dict[str, Any] | No
     return checked
 
 
-def workflow_status(workflow: Workflow) -> str | None:
+def workflow_status(workflow: Workflow | TriggerTarget) -> str | None:
     """Why a workflow cannot run now, as a trigger status; None when it can."""
     if not workflow.active:
         return "trigger_not_active"
@@ -200,7 +200,7 @@ class Trigger:
 class _Lookups:
     """What a batch of triggers needs from the store, read once for the whole batch."""
 
-    workflows: dict[tuple[str, str], Workflow]
+    workflows: dict[tuple[str, str], TriggerTarget]
     tenants: set[tuple[str, str]]
     topics: set[tuple[str, str]]
 
@@ -223,7 +223,7 @@ async def _lookups(session: AsyncSession, triggers: Sequence[Trigger]) -> _Looku
     workflows = WorkflowRepository(session)
     found = _Lookups(workflows={}, tenants=set(), topics=set())
     for environment_id, identifiers in names.items():
-        for workflow in await workflows.get_many_by_trigger_identifier(environment_id, identifiers):
+        for workflow in await workflows.trigger_targets(environment_id, identifiers):
             found.workflows[(environment_id, workflow.trigger_identifier)] = workflow
     for environment_id, identifiers in tenants.items():
         existing = await TenantRepository(session).identifiers_that_exist(environment_id, identifiers)

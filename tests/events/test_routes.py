@@ -315,3 +315,19 @@ async def test_cancel_delayed_jobs(api: httpx.AsyncClient, app: FastAPI, tenancy
             select(func.count()).select_from(Job).where(Job.transaction_id == result["transactionId"], Job.status == "canceled")
         )
     assert count == 1
+
+
+async def test_the_trigger_route_is_documented_as_declared(anonymous: httpx.AsyncClient) -> None:
+    # The route answers with its own handler (kit.schemas.RequestRoute); its
+    # OpenAPI operation still comes from the declaration.
+    document = (await anonymous.get("/openapi.json")).json()
+    operation = document["paths"]["/v1/events/trigger"]["post"]
+    assert operation["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/TriggerEventRequest"
+    }
+    created = operation["responses"]["201"]["content"]["application/json"]["schema"]["$ref"]
+    assert document["components"]["schemas"][created.rsplit("/", 1)[1]]["properties"]["data"] == {
+        "$ref": "#/components/schemas/TriggerEventResponse"
+    }
+    assert {"401", "422"} <= set(operation["responses"])
+    assert operation["security"]

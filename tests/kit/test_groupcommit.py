@@ -56,6 +56,31 @@ async def test_concurrent_submissions_are_written_in_shared_transactions(app: Fa
     assert await count_tenants(app, tenancy.environment_id, "gc-shared-") == 40
 
 
+async def test_callers_arriving_as_the_writer_starts_join_its_first_batch(app: FastAPI, tenancy) -> None:
+    # Over HTTP, requests that came in together reach submit one pass of the
+    # event loop after another (each is read and parsed in turn): they share a batch.
+    batches: list[list[str]] = []
+
+    async def write(session: AsyncSession, names: Sequence[str]) -> list[str]:
+        batches.append(list(names))
+        session.add_all(tenant_rows(tenancy.environment_id, tenancy.organization_id, names))
+        return [f"wrote {name}" for name in names]
+
+    recorder: GroupCommit[str, str] = GroupCommit(app.state.sessionmaker, write)
+
+    async def arrive_after(passes: int, name: str) -> str:
+        for _ in range(passes):
+            await asyncio.sleep(0)
+        return await recorder.submit(name)
+
+    names = [f"gc-gather-{n}" for n in range(5)]
+    outcomes = await asyncio.gather(*(arrive_after(n, name) for n, name in enumerate(names)))
+
+    assert outcomes == [f"wrote {name}" for name in names]
+    assert batches == [names]
+    assert await count_tenants(app, tenancy.environment_id, "gc-gather-") == 5
+
+
 async def test_an_item_refused_by_the_use_case_fails_alone(app: FastAPI, tenancy) -> None:
     async def write(session: AsyncSession, names: Sequence[str]) -> list[str | Exception]:
         kept = [name for name in names if not name.endswith("-bad")]

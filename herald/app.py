@@ -129,11 +129,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.api_keys = api_keys
     app.state.secret_box = SecretBox(settings.secret_key)
     app.state.job_signal = job_signal
-    from herald.events.service import record_triggers
+    from herald.events.service import record_trigger_batch
 
     app.state.trigger_recorder = GroupCommit(
         sessionmaker,
-        record_triggers,
+        record_trigger_batch,
         # Jobs were committed: wake this process's worker without waiting for its poll.
         after_commit=lambda session: job_signal.ring() if session.info.get("jobs_written") else None,
     )

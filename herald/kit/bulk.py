@@ -100,6 +100,7 @@ def _plan_column(column: Any) -> _Column:
 
 @dataclass(frozen=True)
 class _TablePlan:
+    table: Table
     name: str
     columns: tuple[_Column, ...]
     # (name, default, conversion) per column, in order, for each store: what a row's values go through.
@@ -110,6 +111,7 @@ class _TablePlan:
     def of(cls, table: Table) -> _TablePlan:
         columns = tuple(_plan_column(column) for column in table.columns)
         return cls(
+            table,
             table.name,
             columns,
             tuple((column.name, column.default, column.sqlite) for column in columns),
@@ -154,15 +156,41 @@ def _sqlite_statement(plan: _TablePlan, rows: int, conflict: Sequence[str] | Non
     return sql
 
 
+def postgres_insert(
+    table: Table,
+    *,
+    parameter: int = 1,
+    skip_conflicts_on: Sequence[str] | None = None,
+    returning: Sequence[str] = (),
+    where: str = "",
+) -> str:
+    """``INSERT INTO table ... SELECT FROM json_to_recordset($parameter)``: the rows of a :func:`postgres_document`.
+
+    ``where`` filters the rows read (they are ``r``), for statements that
+    combine several inserts (``WITH written AS (...) INSERT ...``).
+    """
+    plan = _plan(table)
+    names = _quoted([column.name for column in plan.columns])
+    record = ", ".join(f'"{column.name}" {column.record_type}' for column in plan.columns)
+    selected = ", ".join(f'r."{column.name}"{column.cast}' for column in plan.columns)
+    sql = f"INSERT INTO {plan.name} ({names}) SELECT {selected} FROM json_to_recordset(${parameter}::json) AS r({record})"
+    if where:
+        sql += f" WHERE {where}"
+    return sql + _tail(skip_conflicts_on, returning)
+
+
+def postgres_document(table: Table, rows: Sequence[dict[str, Any]]) -> str:
+    """``rows`` as the JSON document a :func:`postgres_insert` statement reads."""
+    plan = _plan(table)
+    names = [column.name for column in plan.columns]
+    return orjson.dumps([dict(zip(names, _values(plan.postgres, row), strict=True)) for row in rows]).decode()
+
+
 def _postgres_statement(plan: _TablePlan, conflict: Sequence[str] | None, returning: Sequence[str]) -> str:
     key = ("postgresql", plan.name, tuple(conflict) if conflict is not None else None, tuple(returning))
     sql = _statements.get(key)
     if sql is None:
-        names = _quoted([column.name for column in plan.columns])
-        record = ", ".join(f'"{column.name}" {column.record_type}' for column in plan.columns)
-        selected = ", ".join(f'r."{column.name}"{column.cast}' for column in plan.columns)
-        sql = f"INSERT INTO {plan.name} ({names}) SELECT {selected} FROM json_to_recordset($1::json) AS r({record})"
-        sql = _statements[key] = sql + _tail(conflict, returning)
+        sql = _statements[key] = postgres_insert(plan.table, skip_conflicts_on=conflict, returning=returning)
     return sql
 
 
@@ -216,8 +244,7 @@ async def insert_rows(
     connection = await session.connection()
     written: list[tuple[Any, ...]] = []
     if connection.dialect.name == "postgresql":
-        names = [column.name for column in plan.columns]
-        document = orjson.dumps([dict(zip(names, _values(plan.postgres, row), strict=True)) for row in rows]).decode()
+        document = postgres_document(table, rows)
         result = await connection.exec_driver_sql(_postgres_statement(plan, skip_conflicts_on, returning), (document,))
         return [tuple(found) for found in result.all()] if returning else []
     per_statement = max(1, SQLITE_MAX_PARAMETERS // len(plan.columns))

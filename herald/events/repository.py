@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 from sqlalchemy import select
@@ -12,24 +13,20 @@ from herald.kit.bulk import insert_rows, postgres_document, postgres_insert
 from herald.kit.time import isoformat, utcnow
 from herald.models import Event, Job
 
-_EVENTS_AND_JOBS: list[str] = []
 
-
+@cache
 def _events_and_jobs_statement() -> str:
-    if not _EVENTS_AND_JOBS:
-        events = postgres_insert(
-            Event.__table__, parameter=1, skip_conflicts_on=("environment_id", "transaction_id"), returning=("id",)
-        )
-        jobs = postgres_insert(
-            Job.__table__, parameter=2, where='r."event_id" IN (SELECT id FROM written)', returning=("id",)
-        )
-        # pg_notify is delivered when the statement's transaction commits, like NOTIFY.
-        _EVENTS_AND_JOBS.append(
-            f"WITH written AS ({events}), queued AS ({jobs}), "
-            f"woken AS (SELECT pg_notify('{WAKE_CHANNEL}', '') WHERE EXISTS (SELECT 1 FROM queued)) "
-            "SELECT id FROM written UNION ALL SELECT NULL FROM woken"
-        )
-    return _EVENTS_AND_JOBS[0]
+    """Events, the jobs of those written, and a wake-up for the workers when there are any (PostgreSQL)."""
+    events = postgres_insert(
+        Event.__table__, parameter=1, skip_conflicts_on=("environment_id", "transaction_id"), returning=("id",)
+    )
+    jobs = postgres_insert(Job.__table__, parameter=2, where='r."event_id" IN (SELECT id FROM written)', returning=("id",))
+    # pg_notify is delivered when the statement's transaction commits, like NOTIFY.
+    return (
+        f"WITH written AS ({events}), queued AS ({jobs}), "
+        f"woken AS (SELECT pg_notify('{WAKE_CHANNEL}', '') WHERE EXISTS (SELECT 1 FROM queued)) "
+        "SELECT id FROM written UNION ALL SELECT NULL FROM woken"
+    )
 
 
 class EventRepository:

@@ -331,3 +331,40 @@ async def test_the_trigger_route_is_documented_as_declared(anonymous: httpx.Asyn
     }
     assert {"401", "422"} <= set(operation["responses"])
     assert operation["security"]
+
+
+async def test_a_trigger_wakes_listening_workers_once_and_a_repeat_wakes_none(
+    api: httpx.AsyncClient, app: FastAPI
+) -> None:
+    if app.state.settings.is_sqlite:
+        pytest.skip("LISTEN/NOTIFY is PostgreSQL's; on SQLite the wake-up is the in-process bell")
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    from herald.engine.queue import WAKE_CHANNEL
+
+    url = make_url(app.state.settings.database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    listener, marker = await asyncpg.connect(url), await asyncpg.connect(url)
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    try:
+        await listener.add_listener(WAKE_CHANNEL, lambda *_: heard.put_nowait("wake"))
+        await listener.add_listener("test_marker", lambda *_: heard.put_nowait("marker"))
+
+        async def heard_until_marker() -> list[str]:
+            # Notifications arrive in commit order: all the wake-ups before the marker are in.
+            await marker.execute("SELECT pg_notify('test_marker', '')")
+            seen = []
+            while (item := await asyncio.wait_for(heard.get(), 10)) != "marker":
+                seen.append(item)
+            return seen
+
+        workflow = await create_workflow(api)
+        body = {"name": workflow["triggers"][0]["identifier"], "to": "ada", "transactionId": unique("wake")}
+        assert (await trigger(api, **body))["status"] == "processed"
+        assert await heard_until_marker() == ["wake"]
+        # The repeated transactionId writes no event and no job: nobody is woken for nothing.
+        assert (await trigger(api, **body))["status"] == "error"
+        assert await heard_until_marker() == []
+    finally:
+        await listener.close()
+        await marker.close()

@@ -78,6 +78,12 @@ class _Column:
 def _default_of(column: Any) -> Callable[[], Any] | None:
     default = column.default
     if default is None:
+        if column.server_default is not None:
+            # Every column is named in the statement, so the server's default would never apply.
+            def refuse() -> Any:
+                raise ValueError(f"{column.table.name}.{column.name} has only a server default: give it in every row")
+
+            return refuse
         return None
     if default.is_callable:
         return lambda: default.arg(None)

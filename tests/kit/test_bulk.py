@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import insert, select, text
+from sqlalchemy import Boolean, Column, MetaData, String, Table, false, insert, select, text
 
 from herald.kit import bulk
 from herald.kit.bulk import insert_rows
@@ -153,3 +153,16 @@ async def test_many_rows_are_written_in_chunks_within_the_parameter_limit(
 async def test_no_rows_write_nothing(app: FastAPI, tenancy) -> None:
     async with app.state.sessionmaker() as session:
         assert await insert_rows(session, Event.__table__, [], returning=("id",)) == []
+
+
+async def test_a_column_with_only_a_server_default_must_be_given(app: FastAPI) -> None:
+    # insert_rows names every column, so a default only the server knows would be replaced by NULL.
+    table = Table(
+        "bulk_server_default_probe",
+        MetaData(),
+        Column("id", String(24), primary_key=True),
+        Column("flag", Boolean, server_default=false(), nullable=False),
+    )
+    async with app.state.sessionmaker() as session:
+        with pytest.raises(ValueError, match="only a server default"):
+            await insert_rows(session, table, [{"id": new_id()}])

@@ -135,6 +135,15 @@ async def wake_workers(session: AsyncSession) -> None:
     """Tell listening workers that jobs were written (delivered by PostgreSQL on commit)."""
     if session.bind.dialect.name == "postgresql":
         await session.execute(text(f"NOTIFY {WAKE_CHANNEL}"))
+    mark_jobs_written(session)
+
+
+def mark_jobs_written(session: AsyncSession) -> None:
+    """Note on the session that it wrote jobs: this process's worker is woken once it commits.
+
+    For a statement that notifies PostgreSQL's listeners itself (``pg_notify``);
+    :func:`wake_workers` does both.
+    """
     session.info["jobs_written"] = True
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.engine.queue import WAKE_CHANNEL, wake_workers
+from herald.engine.queue import WAKE_CHANNEL, mark_jobs_written, wake_workers
 from herald.engine.repository import EngineRepository, detail_row
 from herald.kit.bulk import insert_rows, postgres_document, postgres_insert
 from herald.kit.time import isoformat, utcnow
@@ -80,7 +80,7 @@ class EventRepository:
         )
         written = {event_id for (event_id,) in result.all() if event_id is not None}
         if written:
-            self.session.info["jobs_written"] = True
+            mark_jobs_written(self.session)
         return written
 
     async def transaction_exists(self, environment_id: str, transaction_id: str) -> bool:

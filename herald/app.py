@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald import __version__
 from herald.config import Settings, load_settings
-from herald.engine.queue import JobSignal
+from herald.engine.queue import JobSignal, ring_on_commit
 from herald.kit.asgi import CountRequestsMiddleware, LastResortMiddleware, RequestsInFlight
 from herald.kit.auth import ApiKeyResolver
 from herald.kit.crypto import SecretBox
@@ -77,10 +77,11 @@ def build_worker(
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or load_settings()
     engine = create_engine(settings.database_url, pool_size=settings.database_pool_size)
-    sessionmaker = create_sessionmaker(engine)
+    # Every commit that wrote jobs wakes this process's worker without waiting for its poll.
+    job_signal = JobSignal()
+    sessionmaker = create_sessionmaker(engine, after_commit=ring_on_commit(job_signal))
     api_keys = ApiKeyResolver(sessionmaker, settings.api_key_cache_seconds)
 
-    job_signal = JobSignal()
     in_flight = RequestsInFlight()
 
     @asynccontextmanager
@@ -100,7 +101,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 worker_engine = create_engine(
                     settings.database_url, pool_size=max(2, settings.worker_concurrency), index_reads=True
                 )
-                worker_sessions = create_sessionmaker(worker_engine)
+                worker_sessions = create_sessionmaker(worker_engine, after_commit=ring_on_commit(job_signal))
             # It gives way to this process's API when requests are waiting (engine/worker.py).
             worker = build_worker(settings, worker_sessions, signal=job_signal, pressure=lambda: in_flight.count)
             worker_task = asyncio.create_task(worker.run_forever(stop))
@@ -126,17 +127,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.engine = engine
     app.state.sessionmaker = sessionmaker
+    # Rung by every commit of app.state.sessionmaker that wrote jobs (queue.ring_on_commit).
+    app.state.job_signal = job_signal
     app.state.api_keys = api_keys
     app.state.secret_box = SecretBox(settings.secret_key)
-    app.state.job_signal = job_signal
     from herald.events.service import record_trigger_batch
 
-    app.state.trigger_recorder = GroupCommit(
-        sessionmaker,
-        record_trigger_batch,
-        # Jobs were committed: wake this process's worker without waiting for its poll.
-        after_commit=lambda session: job_signal.ring() if session.info.get("jobs_written") else None,
-    )
+    app.state.trigger_recorder = GroupCommit(sessionmaker, record_trigger_batch)
 
     install_error_handlers(app)
     for router in _routers():

@@ -149,6 +149,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
     import signal
 
     from herald.app import build_worker
+    from herald.engine.queue import JobSignal, ring_on_commit
     from herald.kit.db import create_engine, create_sessionmaker
 
     if args.concurrency:
@@ -170,8 +171,12 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        # The worker's own commits ring it too: the steps a round releases are
+        # claimed at once (engine/worker.py), without waiting for NOTIFY.
+        job_signal = JobSignal()
+        sessions = create_sessionmaker(engine, after_commit=ring_on_commit(job_signal))
         try:
-            await build_worker(settings, create_sessionmaker(engine)).run_forever(stop)
+            await build_worker(settings, sessions, signal=job_signal).run_forever(stop)
         finally:
             await engine.dispose()
 

@@ -12,6 +12,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.engine.queue import OPEN_DIGEST
 from herald.kit.bulk import insert_rows
 from herald.kit.db import any_of
 from herald.kit.ids import new_id
@@ -302,8 +303,7 @@ class EngineRepository:
                     Job.step_id == job.step_id,
                     Job.subscriber_id == job.subscriber_id,
                     Job.digest_key == digest_key,
-                    Job.step_type == "digest",
-                    Job.status == "delayed",
+                    OPEN_DIGEST,
                 )
             )
         ).scalar_one_or_none()

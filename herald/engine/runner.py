@@ -20,6 +20,7 @@ from herald.engine import queue
 from herald.engine.expand import (
     QUEUED_FOR_ANY_WORKER,
     HandOff,
+    active_steps,
     expand_events,
     expansion_detail,
     expansion_failed_detail,
@@ -362,7 +363,7 @@ class JobRunner:
                 if change.halt:
                     halted = await queue.settle_rest_of_chain(session, ctx.job, "canceled")
                     extra.append(halted_detail(halted))
-                elif change.release_next:
+                elif change.release_next and _has_next_step(ctx):
                     released.append(ctx.job)
                 # The attempt this run was (its claim counted it).
                 details += _detail_rows(ctx.job, [_queued(ctx, ctx.job), *outcome.details, *extra])
@@ -565,6 +566,15 @@ def _detail_rows(job: Job, details: list[Detail]) -> list[dict[str, Any]]:
 
 def _queued(ctx: StepContext, job: Job) -> Detail:
     return Detail("Queued", f"Step {ctx.step.get('name') or job.step_type} queued; attempt {job.attempts}")
+
+
+def _has_next_step(ctx: StepContext) -> bool:
+    """Whether a step comes after the job's in its chain: the last one's release would update nothing.
+
+    A notification's jobs are its event's active steps, in order (expand._step_jobs),
+    and the event keeps the steps as they were at the trigger.
+    """
+    return (ctx.job.step_index or 0) + 1 < len(active_steps(ctx.event))
 
 
 def _digest_before(steps: list[dict[str, Any]], index: int) -> bool:

@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +24,7 @@ from sqlalchemy import ARRAY, any_, bindparam, cast, event, func, select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import Session
 from sqlalchemy.util.concurrency import await_
 
 import herald.kit.sqlite_inline  # noqa: F401  (registers the sqlite+heraldinline driver)
@@ -193,9 +194,21 @@ async def lock_for_transaction(session: AsyncSession, name: str) -> None:
     await session.execute(select(func.pg_advisory_xact_lock(lock_id)))
 
 
-def create_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
+def create_sessionmaker(
+    engine: AsyncEngine, *, after_commit: Callable[[Session], None] | None = None
+) -> async_sessionmaker[AsyncSession]:
+    """Sessions on ``engine``; ``after_commit`` is called with each session whose transaction committed.
+
+    The hook belongs to this sessionmaker's sessions only (a Session class of
+    their own carries it), so every commit of the process's API, group commit
+    and worker passes through one place, whoever opened the session.
+    """
+    session_class: type[Session] = Session
+    if after_commit is not None:
+        session_class = type("HookedSession", (Session,), {})
+        event.listen(session_class, "after_commit", after_commit)
     # Objects stay readable after commit: responses are shaped from them.
-    return async_sessionmaker(engine, expire_on_commit=False, autoflush=False)
+    return async_sessionmaker(engine, expire_on_commit=False, autoflush=False, sync_session_class=session_class)
 
 
 async def session_scope(maker: async_sessionmaker[AsyncSession]) -> AsyncIterator[AsyncSession]:
@@ -218,11 +231,6 @@ async def get_db_session(request: Request) -> AsyncIterator[AsyncSession]:
     maker: async_sessionmaker[AsyncSession] = request.app.state.sessionmaker
     async for session in session_scope(maker):
         yield session
-    # Jobs were committed: wake this process's worker without waiting for its poll.
-    if session.info.get("jobs_written"):
-        signal = getattr(request.app.state, "job_signal", None)
-        if signal is not None:
-            signal.ring()
 
 
 # ``scope="function"`` runs the commit as soon as the handler returns, before

@@ -45,12 +45,10 @@ class GroupCommit(Generic[Item, Outcome]):
         write: WriteBatch[Item, Outcome],
         *,
         max_batch: int = 256,
-        after_commit: Callable[[AsyncSession], None] | None = None,
     ) -> None:
         self._sessionmaker = sessionmaker
         self._write = write
         self._max_batch = max_batch
-        self._after_commit = after_commit
         self._pending: list[tuple[Item, asyncio.Future[Outcome]]] = []
         self._writer: asyncio.Task[None] | None = None
 
@@ -109,8 +107,6 @@ class GroupCommit(Generic[Item, Outcome]):
     async def _commit(self, batch: list[tuple[Item, asyncio.Future[Outcome]]]) -> None:
         async for session in session_scope(self._sessionmaker):
             outcomes = await self._write(session, [item for item, _ in batch])
-        if self._after_commit is not None:
-            self._after_commit(session)
         for (_, future), outcome in zip(batch, outcomes, strict=True):
             _settle(future, outcome)
 

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import select
 
 from herald.engine import queue
+from herald.kit.db import create_sessionmaker
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
 from herald.models import Job
 
 
-def running_job(locked_by: str, **fields: object) -> Job:
+def running_job(locked_by: str | None, **fields: object) -> Job:
     now = utcnow()
     values = {
         "id": new_id(),
@@ -69,3 +72,80 @@ async def test_a_job_queued_again_by_finish_jobs_is_claimed_when_due(app: FastAP
     async with app.state.sessionmaker() as session, session.begin():
         claimed = await queue.claim_jobs(session, "next-worker", 1000, 60)
     assert job.id in {claimed_job.id for claimed_job in claimed}
+
+
+async def test_a_claim_takes_the_oldest_due_job_and_leases_it(app: FastAPI) -> None:
+    """The claim's row comes back as a Job with every column read as the ORM reads it (JSON, times)."""
+    long_ago = utcnow() - timedelta(days=365 * 20)
+    due = running_job(None, status="queued", locked_until=None, attempts=0, run_at=long_ago, data={"n": 2**70, "phase": "x"})
+    later = running_job(None, status="queued", locked_until=None, attempts=0, run_at=utcnow() + timedelta(hours=1))
+    async with app.state.sessionmaker() as session, session.begin():
+        session.add_all([due, later])
+
+    before = utcnow()
+    async with app.state.sessionmaker() as session, session.begin():
+        [claimed] = await queue.claim_jobs(session, "claimer", 1, 30)
+
+    assert claimed.id == due.id
+    assert (claimed.status, claimed.locked_by, claimed.attempts) == ("running", "claimer", 1)
+    assert claimed.run_at == long_ago
+    assert claimed.data == {"n": 2**70, "phase": "x"}
+    assert claimed.locked_until is not None
+    assert before + timedelta(seconds=29) <= claimed.locked_until <= utcnow() + timedelta(seconds=31)
+    assert (claimed.environment_id, claimed.transaction_id, claimed.max_attempts) == (due.environment_id, due.transaction_id, 5)
+    async with app.state.sessionmaker() as session:
+        stored = {job.id: job for job in (await session.execute(select(Job).where(Job.id.in_([due.id, later.id])))).scalars()}
+    assert (stored[due.id].status, stored[due.id].locked_by) == ("running", "claimer")
+    assert stored[later.id].status == "queued"  # not due yet
+
+
+async def test_ring_on_commit_rings_for_commits_that_wrote_jobs(app: FastAPI) -> None:
+    signal = queue.JobSignal()
+    sessions = create_sessionmaker(app.state.engine, after_commit=queue.ring_on_commit(signal))
+
+    async def rung() -> bool:
+        try:
+            await asyncio.wait_for(signal.wait(60), 0.05)
+        except TimeoutError:
+            return False
+        return True
+
+    async with sessions() as session, session.begin():
+        await session.execute(select(1))
+    assert not await rung()
+
+    async with sessions() as session, session.begin():
+        queue.mark_jobs_written(session)
+    assert await rung()
+
+    async with sessions() as session, session.begin():
+        await session.execute(select(1))
+    assert not await rung()  # the flag went with the commit that rang
+
+
+async def test_the_queue_statements_read_the_partial_indexes(app: FastAPI) -> None:
+    """Statuses written as the partial indexes' own predicates let the store use them.
+
+    With the statuses as bound parameters SQLite scanned and sorted the whole
+    jobs table on every claim. Checked on SQLite, whose planner decides per
+    statement text (PostgreSQL's custom plans see the values).
+    """
+    if app.state.engine.dialect.name != "sqlite":
+        pytest.skip("SQLite's query plans")
+    jobs = Job.__table__
+    statements = {
+        "ix_jobs_due": queue._CLAIM,
+        "ix_jobs_leased": select(jobs.c.id).where(queue.LEASED, jobs.c.locked_until < utcnow()).order_by(jobs.c.locked_until),
+        "uq_jobs_open_digest": select(jobs.c.id).where(
+            jobs.c.workflow_id == "w", jobs.c.step_id == "s", jobs.c.subscriber_id == "u", jobs.c.digest_key == "k", queue.OPEN_DIGEST
+        ),
+    }
+    async with app.state.engine.connect() as connection:
+        for index, statement in statements.items():
+            compiled = statement.compile(dialect=app.state.engine.dialect)
+            values = compiled.construct_params({"now": "2030-01-01", "until": "2030-01-01", "limit": 10, "worker": "w"})
+            parameters = tuple(values[name] for name in compiled.positiontup or ())
+            plan = (await connection.exec_driver_sql("EXPLAIN QUERY PLAN " + compiled.string, parameters)).all()
+            details = " / ".join(str(row[-1]) for row in plan)
+            assert f"USING INDEX {index}" in details, details
+            assert "SCAN jobs" not in details, details

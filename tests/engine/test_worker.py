@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from sqlalchemy import func, select
 
 from herald.engine import queue
-from herald.engine.expand import job_from_row
+from herald.engine.queue import job_from_row
 from herald.engine.repository import EngineRepository
 from herald.engine.worker import Worker
 from herald.models import Job, Notification, Subscriber
@@ -711,3 +711,76 @@ def test_a_job_built_from_its_row_reads_as_the_row() -> None:
     assert job.notification_id is None  # a column the row does not name reads as unset, as on Job(**row)
     job.status = "completed"
     assert job.status == "completed"
+
+
+async def test_a_trickle_costs_one_claim_a_round_and_released_steps_still_run_at_once(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a round that emptied the queue the worker sleeps instead of claiming again.
+
+    What wakes it is the process's signal: the API's commits, and its own when
+    a round releases a chain's next step (queue.ring_on_commit). The poll
+    (600 s here) and PostgreSQL's NOTIFY (no listener here) are out of the
+    picture, so a step left to them would not run within the test.
+    """
+    import asyncio
+    from dataclasses import replace
+
+    from herald.app import build_worker
+
+    settings = replace(app.state.settings, worker_poll_seconds=600.0)
+    trickle_worker = build_worker(settings, app.state.sessionmaker, signal=app.state.job_signal)
+    trickle_worker.database_url = None  # no LISTEN connection: only this process's signal wakes it
+
+    async def poll_never() -> float:
+        return 600.0
+
+    trickle_worker._idle_timeout = poll_never  # type: ignore[method-assign]
+    claimed: list[int] = []
+    claim_jobs = queue.claim_jobs
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        jobs = await claim_jobs(*args, **kwargs)
+        claimed.append(len(jobs))
+        return jobs
+
+    monkeypatch.setattr(queue, "claim_jobs", counted)
+    workflow = await create_workflow(api, steps=[IN_APP, {**IN_APP, "name": "again"}])
+    stop = asyncio.Event()
+    running = asyncio.create_task(trickle_worker.run_forever(stop))
+    try:
+        for n in range(3):
+            result = await trigger(api, workflow_name(workflow), unique("trickle"), payload={"item": str(n)})
+            for _ in range(500):
+                if len(await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])) == 2:
+                    break
+                await asyncio.sleep(0.02)
+            else:
+                raise AssertionError(f"trigger {n}: both steps were not delivered within 10 s")
+    finally:
+        stop.set()
+        await asyncio.wait_for(running, 10)
+        if trickle_worker.http is not None:
+            await trickle_worker.http.aclose()
+
+    assert claimed and 0 not in claimed  # every claim found work: none followed a round that emptied the queue
+
+
+async def test_the_last_step_of_a_chain_releases_nothing(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a step with one after it asks the store to release the next (a statement less per message)."""
+    workflow = await create_workflow(api, steps=[IN_APP, {**IN_APP, "active": False, "name": "off"}, {**IN_APP, "name": "last"}])
+    result = await trigger(api, workflow_name(workflow), unique("chain"), payload={"item": "x"})
+    asked: list[int | None] = []
+    queue_next_steps = queue.queue_next_steps
+
+    async def recorded(session: Any, jobs: Any) -> None:
+        asked.extend(job.step_index for job in jobs if job.transaction_id == result["transactionId"])
+        await queue_next_steps(session, jobs)
+
+    monkeypatch.setattr(queue, "queue_next_steps", recorded)
+    await worker.run_until_idle()
+
+    assert len(await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])) == 2
+    assert asked == [0]  # the first of the two active steps; the inactive one has no job

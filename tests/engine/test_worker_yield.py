@@ -8,8 +8,9 @@ from herald.engine.worker import PRESSURE_REQUESTS, YIELD_FACTOR, YIELD_MAX_SECO
 from herald.kit.asgi import CountRequestsMiddleware, RequestsInFlight
 
 
-@pytest.mark.parametrize("waiting", [0, 1, PRESSURE_REQUESTS - 1])
+@pytest.mark.parametrize("waiting", [0, 1, 4, 8, PRESSURE_REQUESTS - 1])
 def test_no_pause_at_moderate_rates(waiting: int) -> None:
+    """A trickle of triggers with clients polling their inboxes has a few requests in flight, not a burst."""
     assert pause_after_round(0.05, waiting) == 0.0
 
 

@@ -68,7 +68,7 @@ async def claim_jobs(session: AsyncSession, worker_id: str, limit: int, lease_se
     Every worker claims once per round and whenever jobs are announced, found
     or not, so the statement is built once (``_CLAIM``) and run on the
     session's connection: built per call and run through the ORM, a claim cost
-    about 1.1 ms of CPU, a third of that as Core. The jobs are built as
+    1.1 to 2 ms of CPU, a third to a half of that as Core. The jobs are built as
     :func:`job_from_row` builds the ones an expansion hands off.
     """
     now = utcnow()

@@ -322,11 +322,12 @@ def _judge(trigger: Trigger, found: _Lookups) -> TriggerResult | _Accepted:
 
 
 async def record_triggers(session: AsyncSession, triggers: Sequence[Trigger]) -> list[TriggerResult | Exception]:
-    """Validate triggers and record those that will run, in the session's transaction (spec §4.4).
+    """Validate triggers and record those that will run, in the session (spec §4.4).
 
     One outcome per trigger, in order: its result, or the 422 it raised. The
     reads are made once for the whole list and the events and their jobs are
-    written with one statement each, so a batch costs a few round trips
+    written with one statement each on SQLite, one for both on PostgreSQL
+    (``EventRepository.record_many``), so a batch costs a few round trips
     whatever its size. A transactionId already used in the environment (or
     twice in the list) is refused by the unique index, not by a read.
     """

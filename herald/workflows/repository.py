@@ -10,6 +10,8 @@ from herald.models import NotificationGroup, Workflow
 
 
 class TriggerTarget(NamedTuple):
+    """The columns of a workflow that accepting a trigger reads (see ``trigger_targets``)."""
+
     id: str
     trigger_identifier: str
     active: bool

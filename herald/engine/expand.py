@@ -15,6 +15,7 @@ crash resumes where the last batch committed. The unique index on
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -25,12 +26,27 @@ from herald.engine.queue import job_from_row
 from herald.engine.repository import EngineRepository, detail_row
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
-from herald.models import Event, Job
+from herald.models import Event, Job, Message
 
 BATCH_SIZE = 1000
 # Set in the session's info when the expansion wrote steps that any worker may
 # claim (first steps not handed off): only then are the other workers woken.
 QUEUED_FOR_ANY_WORKER = "queued_for_any_worker"
+
+
+@dataclass
+class SettledSteps:
+    """First steps run inside their expansion's transaction: which, and what they wrote."""
+
+    job_ids: set[str] = field(default_factory=set)
+    messages: list[Message] = field(default_factory=list)
+    details: list[dict[str, Any]] = field(default_factory=list)
+
+
+# Runs first steps before their jobs are written (JobRunner.settle_in_expansion):
+# each (event, the notification's chain of job rows) it settles has its rows
+# changed in place and is recorded in the SettledSteps.
+SettleFirstSteps = Callable[[EngineRepository, list[tuple[Event, list[dict[str, Any]]]], SettledSteps], Awaitable[None]]
 
 
 @dataclass
@@ -50,6 +66,13 @@ class HandOff:
     # The events of those jobs, as the expansion read them: running the steps
     # needs them again, and reading them twice cost a query and their JSON.
     events: dict[str, Event] = field(default_factory=dict)
+    # Steps that need nothing but the store (an in-app message) are run in the
+    # expansion's own transaction instead, written with it as already finished:
+    # the round trips of a claim's worth of work (read, BEGIN, the job's update,
+    # its message, its details, the next step's release, COMMIT) become one
+    # insert of messages inside a transaction that was open anyway.
+    settle: SettleFirstSteps | None = None
+    settled: SettledSteps = field(default_factory=SettledSteps)
 
     @property
     def room(self) -> int:
@@ -61,6 +84,17 @@ class HandOff:
         row.update(status="running", locked_by=self.worker_id, locked_until=now + timedelta(seconds=self.lease_seconds), attempts=1)
         self.jobs.append(job_from_row(row))
         self.events[event.id] = event
+
+    async def settle_first_steps(
+        self, repository: EngineRepository, chains: list[tuple[Event, list[dict[str, Any]]]], now: Any
+    ) -> None:
+        """Settle what can be settled now, and take the other first steps (up to ``limit``)."""
+        chains = chains[: self.room]
+        if self.settle is not None and chains:
+            await self.settle(repository, chains, self.settled)
+        for event, rows in chains:
+            if rows[0]["id"] not in self.settled.job_ids:
+                self.take(rows[0], now, event)
 
     def absorb(self, other: HandOff) -> None:
         """Add what another expansion of this batch handed off."""
@@ -150,12 +184,15 @@ async def _create_notifications(
         rows = [_notification_row(event, internal, external, now) for event, internal, external in audience[start : start + BATCH_SIZE]]
         inserted = await repository.insert_notifications(rows)
         jobs: list[dict[str, Any]] = []
+        chains: list[tuple[Event, list[dict[str, Any]]]] = []
         for notification_id, internal_id, event_id in inserted:
             rows = _step_jobs(events[event_id], notification_id, internal_id, now)
-            if hand_off is not None and rows:
-                hand_off.take(rows[0], now, events[event_id])
+            if rows:
+                chains.append((events[event_id], rows))
             jobs.extend(rows)
             created[event_id] += 1
+        if hand_off is not None:
+            await hand_off.settle_first_steps(repository, chains, now)
         for first in range(0, len(jobs), BATCH_SIZE):
             await repository.insert_jobs(jobs[first : first + BATCH_SIZE])
         if any(row["status"] == "queued" for row in jobs):

@@ -20,6 +20,7 @@ from herald.engine import queue
 from herald.engine.expand import (
     QUEUED_FOR_ANY_WORKER,
     HandOff,
+    SettledSteps,
     active_steps,
     expand_events,
     expansion_detail,
@@ -34,7 +35,7 @@ from herald.kit.crypto import SecretBox
 from herald.kit.db import without_transaction
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
-from herald.models import Event, Job, Message
+from herald.models import Event, Job, Message, Subscriber
 
 logger = logging.getLogger("herald.engine")
 
@@ -45,6 +46,10 @@ MAX_RACE_RETRIES = 3
 FINAL_OUTCOMES = ("completed", "skipped", "failed")
 # Steps that deliver through a provider: failing for good leaves an error message.
 PROVIDER_CHANNELS = ("email", "sms", "chat", "push")
+# First steps run inside their expansion's transaction (HandOff.settle): they
+# need nothing but the store, so running them there holds no lock while a
+# provider takes its time.
+SETTLED_IN_EXPANSION = ("in_app",)
 
 __all__ = ["JobLost", "JobRunner"]
 
@@ -156,7 +161,7 @@ class JobRunner:
         handed.absorb(await self._expand([job], handed.room))
 
     async def _expand(self, jobs: list[Job], room: int = 0) -> HandOff:
-        hand_off = HandOff(self.worker_id, self.settings.lease_seconds, room)
+        hand_off = HandOff(self.worker_id, self.settings.lease_seconds, room, settle=self.settle_in_expansion)
         # Expansion records its progress in job.data; should the transaction
         # fail, the jobs must not keep progress that was never committed.
         before = {job.id: dict(job.data or {}) for job in jobs}
@@ -175,8 +180,11 @@ class JobRunner:
                 written = await queue.finish_jobs(session, self.worker_id, rows)
                 if len(written) < len(jobs):
                     raise JobLost(", ".join(job.id for job in jobs if job.id not in written))
-                await EngineRepository(session).add_details(
+                repository = EngineRepository(session)
+                await repository.save_messages(hand_off.settled.messages)
+                await repository.add_details(
                     [expansion_detail(job, progress[job.id]) for job in jobs if progress[job.id].done]
+                    + hand_off.settled.details
                 )
                 # Other workers are woken for what they can take: steps left queued,
                 # or an expansion to go on with. Steps handed to this worker are
@@ -191,6 +199,66 @@ class JobRunner:
         for job, row in zip(jobs, rows, strict=True):
             job.status, job.attempts = row["status"], 0
         return hand_off
+
+    async def settle_in_expansion(
+        self, repository: EngineRepository, chains: list[tuple[Event, list[dict[str, Any]]]], settled: SettledSteps
+    ) -> None:
+        """Run the in-app first steps of new notifications before their jobs are written.
+
+        Called by the expansion (``HandOff.settle``) with each notification's
+        chain of job rows, not yet inserted. A first step that completes or is
+        skipped has its row written as finished, the step after it as queued,
+        and its message and details are added to ``settled`` for the
+        expansion's transaction to write. Any other outcome (a template error,
+        a crash) is left to the step's own run, which records it as it records
+        any step's failure: that step is handed off as before.
+        """
+        chains = [(event, rows) for event, rows in chains if rows[0]["step_type"] in SETTLED_IN_EXPANSION]
+        if not chains:
+            return
+        subscribers = await repository.get_subscribers({rows[0]["subscriber_id"] for _, rows in chains})
+        tenants: dict[tuple[str, str], dict[str, Any]] = {}
+        for event, rows in chains:
+            first = rows[0]
+            subscriber = subscribers.get(first["subscriber_id"])
+            if subscriber is None:
+                continue
+            job = queue.job_from_row({**first, "status": "running", "locked_by": self.worker_id, "attempts": 1})
+            ctx = self._context(job, event, subscriber, await _tenant_of(repository, event, tenants), None)
+            try:
+                outcome = await self._evaluate(ctx)
+            except Exception:  # run again as a handed-off step, which records the crash
+                logger.debug("in-app step %s not settled in its expansion", job.id, exc_info=True)
+                continue
+            if outcome.status not in ("completed", "skipped"):
+                continue
+            change = final_state(job, ctx.step, outcome, self.settings.retry_base_seconds)
+            # A column the outcome leaves unset stays out of the row (SQL NULL, as the update writes it).
+            first.update({name: value for name, value in change.row.items() if value is not None or name in first})
+            first.update(locked_by=self.worker_id, attempts=1, updated_at=ctx.now)
+            if change.release_next and _has_next_step(ctx):
+                rows[1].update(status="queued", run_at=ctx.now, updated_at=ctx.now)
+            settled.job_ids.add(job.id)
+            settled.messages += outcome.messages
+            settled.details += _detail_rows(job, [_queued(ctx, job), *outcome.details, *change.details])
+
+    def _context(
+        self, job: Job, event: Event, subscriber: Subscriber, tenant: dict[str, Any] | None, digest: dict[str, Any] | None
+    ) -> StepContext:
+        return StepContext(
+            job=job,
+            event=event,
+            step=step_of(event, job),
+            subscriber=subscriber,
+            tenant=tenant,
+            digest=digest,
+            now=utcnow(),
+            sessionmaker=self.sessionmaker,
+            http=self.http,
+            box=self.box,
+            settings=self.settings,
+            worker_id=self.worker_id,
+        )
 
     # Steps -----------------------------------------------------------------
 
@@ -272,34 +340,10 @@ class JobRunner:
                 if event is None or subscriber is None:
                     orphans.append((job, "the trigger record is gone" if event is None else "the subscriber was deleted"))
                     continue
-                steps = event.steps or []
-                step = step_of(event, job)
-                tenant = None
-                if event.tenant:
-                    key = (job.environment_id, event.tenant["identifier"])
-                    if key not in tenants:
-                        row = await repository.get_tenant(*key)
-                        tenants[key] = {"identifier": key[1], "name": row.name if row else None, "data": (row.data if row else None) or {}}
-                    tenant = tenants[key]
                 digest = None
-                if _digest_before(steps, job.step_index or 0):
+                if _digest_before(event.steps or [], job.step_index or 0):
                     digest = await repository.digest_result_before(job.notification_id or "", job.step_index or 0)
-                contexts.append(
-                    StepContext(
-                        job=job,
-                        event=event,
-                        step=step,
-                        subscriber=subscriber,
-                        tenant=tenant,
-                        digest=digest,
-                        now=utcnow(),
-                        sessionmaker=self.sessionmaker,
-                        http=self.http,
-                        box=self.box,
-                        settings=self.settings,
-                        worker_id=self.worker_id,
-                    )
-                )
+                contexts.append(self._context(job, event, subscriber, await _tenant_of(repository, event, tenants), digest))
         for job, reason in orphans:
             await self._guarded(job, partial(self._fail_orphan, job, reason))
         return contexts
@@ -484,6 +528,19 @@ class JobRunner:
             logger.info("job %s was taken over by another worker", job.id)
         except Exception:
             logger.exception("could not record the failure of job %s (its lease will expire)", job.id)
+
+
+async def _tenant_of(
+    repository: EngineRepository, event: Event, known: dict[tuple[str, str], dict[str, Any]]
+) -> dict[str, Any] | None:
+    """What templates see of the event's tenant (read once per tenant into ``known``)."""
+    if not event.tenant:
+        return None
+    key = (event.environment_id, event.tenant["identifier"])
+    if key not in known:
+        row = await repository.get_tenant(*key)
+        known[key] = {"identifier": key[1], "name": row.name if row else None, "data": (row.data if row else None) or {}}
+    return known[key]
 
 
 def step_of(event: Event, job: Job) -> dict[str, Any]:

@@ -677,6 +677,82 @@ async def _nothing_to_run() -> int:
     return 0
 
 
+def _steps_run_apart(monkeypatch: pytest.MonkeyPatch) -> list[Job]:
+    """Record the step jobs the runner runs on their own (claimed or handed off), not in an expansion."""
+    from herald.engine.runner import JobRunner
+
+    ran: list[Job] = []
+    run_steps = JobRunner._run_steps
+
+    async def recorded(self: JobRunner, jobs: list[Job], *args: Any, **kwargs: Any) -> None:
+        ran.extend(jobs)
+        await run_steps(self, jobs, *args, **kwargs)
+
+    monkeypatch.setattr(JobRunner, "_run_steps", recorded)
+    return ran
+
+
+VIP_ONLY = [{"isNegated": False, "type": "GROUP", "value": "AND", "children": [{"field": "plan", "value": "vip", "operator": "EQUAL", "on": "payload"}]}]
+
+
+@pytest.mark.parametrize("plan", ["vip", "free"])
+async def test_an_in_app_first_step_is_written_finished_by_its_expansion(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch, plan: str
+) -> None:
+    """The expansion's transaction stores the message (or the skip) and queues the next step."""
+    subscriber = await create_subscriber(api, firstName="Ada")
+    first = {**IN_APP, "filters": VIP_ONLY}
+    workflow = await create_workflow(api, steps=[first, {**IN_APP, "name": "again"}])
+    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"item": "a book", "plan": plan})
+    transaction_id = result["transactionId"]
+    ran = _steps_run_apart(monkeypatch)
+
+    await _run_until_expanded(worker, app, transaction_id)
+
+    [settled, second] = [job for job in await jobs_of(app, transaction_id) if job.kind == "step"]
+    assert settled.id not in {job.id for job in ran}
+    assert (settled.status, settled.attempts, settled.locked_by, settled.locked_until) == (
+        "completed" if plan == "vip" else "skipped",
+        1,
+        worker.worker_id,
+        None,
+    )
+    assert second.status == "queued"  # released by the expansion, for the next round
+    stored = await messages_of(app, tenancy.environment_id, transaction_id=transaction_id)
+    assert [(m.job_id, m.content) for m in stored if m.job_id == settled.id] == (
+        [(settled.id, "Hello Ada, a book")] if plan == "vip" else []
+    )
+    details = [(d.status, d.detail) for d in await details_of(app, transaction_id) if d.job_id == settled.id]
+    assert details[0] == ("Queued", "Step inbox queued; attempt 1")
+    assert details[1][0] == "Success"
+    expected = "In-app message created" if plan == "vip" else "Step filtered out: "
+    assert details[1][1].startswith(expected)
+    assert len(details) == 2
+
+    await worker.run_until_idle()
+    assert [m.job_id for m in await messages_of(app, tenancy.environment_id, transaction_id=transaction_id)].count(second.id) == 1
+    assert [job.status for job in await jobs_of(app, transaction_id) if job.kind == "step"][1] == "completed"
+
+
+async def test_an_in_app_first_step_that_fails_is_run_on_its_own_and_recorded_once(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A template error is not settled in the expansion: the step's own run fails it, as any failed step."""
+    subscriber = await create_subscriber(api)
+    broken = {"name": "broken", "template": {"type": "in_app", "content": "{% if %}"}}
+    workflow = await create_workflow(api, steps=[broken, IN_APP])
+    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"item": "x"})
+    ran = _steps_run_apart(monkeypatch)
+
+    await worker.run_until_idle()
+
+    [failed, after] = [job for job in await jobs_of(app, result["transactionId"]) if job.kind == "step"]
+    assert failed.id in {job.id for job in ran}
+    assert (failed.status, after.status) == ("failed", "completed")
+    details = [d.detail for d in await details_of(app, result["transactionId"]) if d.job_id == failed.id]
+    assert sum(d.startswith("Template error") for d in details) == 1
+
+
 async def test_handed_off_steps_run_on_the_events_their_expansion_read(
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -791,4 +867,6 @@ async def test_the_last_step_of_a_chain_releases_nothing(
     await worker.run_until_idle()
 
     assert len(await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])) == 2
-    assert asked == [0]  # the first of the two active steps; the inactive one has no job
+    # The first step ran in its expansion, which wrote the next one queued; the
+    # last (step 1: the inactive one has no job) asks the store for nothing.
+    assert asked == []

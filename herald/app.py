@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
@@ -132,8 +133,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.api_keys = api_keys
     app.state.secret_box = SecretBox(settings.secret_key)
     from herald.events.service import record_trigger_batch
+    from herald.events.targets import TriggerTargets
 
-    app.state.trigger_recorder = GroupCommit(sessionmaker, record_trigger_batch)
+    # On PostgreSQL a batch naming known workflows skips their read; its write
+    # checks them (events/targets.py). SQLite's read is on the event loop's
+    # thread and costs no round trip worth saving.
+    targets = None if settings.is_sqlite else TriggerTargets()
+    app.state.trigger_recorder = GroupCommit(sessionmaker, partial(record_trigger_batch, targets=targets))
 
     install_error_handlers(app)
     for router in _routers():

@@ -176,7 +176,11 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
         job_signal = JobSignal()
         sessions = create_sessionmaker(engine, after_commit=ring_on_commit(job_signal))
         try:
-            await build_worker(settings, sessions, signal=job_signal).run_forever(stop)
+            worker = build_worker(settings, sessions, signal=job_signal)
+            # The same choice as the CPU priority: a worker told not to defer to
+            # API processes (nice 0) does not give way to their bursts either.
+            worker.give_way = nice > 0
+            await worker.run_forever(stop)
         finally:
             await engine.dispose()
 
@@ -215,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = commands.add_parser("worker", help="run job workers without the API")
     worker.add_argument("--concurrency", type=int, default=0, help="jobs run at once (default 8)")
-    worker.add_argument("--nice", type=int, default=None, help="lower this process's CPU priority by N (default HERALD_WORKER_NICE, 10; 0 keeps it)")
+    worker.add_argument("--nice", type=int, default=None, help="lower this process's CPU priority by N (default HERALD_WORKER_NICE, 10; 0 keeps it, and the worker then does not give way to busy API processes either)")
     worker.set_defaults(handler=cmd_worker)
 
     dev_smtp = commands.add_parser("dev-smtp", help="run a local SMTP server that prints the emails it receives")

@@ -35,6 +35,14 @@ WAITING = text("jobs.status IN ('queued', 'delayed')")  # ix_jobs_due
 LEASED = text("jobs.status = 'running'")  # ix_jobs_leased
 OPEN_DIGEST = text("jobs.status = 'delayed' AND jobs.step_type = 'digest'")  # uq_jobs_open_digest
 WAKE_CHANNEL = "herald_jobs"
+# Requests an API process answers at once before its workers give way to it
+# (engine/worker.py). A trigger batch of this many triggers means as many
+# callers waiting on one API process: its wake-up then carries BUSY, and
+# workers in other processes give way too. At moderate rates (100 triggers/s,
+# clients polling their inboxes) a few requests are in flight at once; a burst
+# holds dozens.
+PRESSURE_REQUESTS = 16
+BUSY = "busy"
 ABANDONED = "The worker running this job stopped before finishing it, on every attempt"
 
 

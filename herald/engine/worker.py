@@ -24,7 +24,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald.engine import queue
-from herald.engine.queue import JobSignal
+from herald.engine.queue import PRESSURE_REQUESTS, JobSignal
 from herald.engine.runner import JobRunner
 from herald.engine.steps.base import EngineSettings
 from herald.kit.crypto import SecretBox
@@ -38,18 +38,22 @@ logger = logging.getLogger("herald.worker")
 
 # How often a worker takes back the jobs of workers that died (their lease ran out).
 SWEEP_SECONDS = 5.0
-# An in-process worker gives way to the API: after a round that ran while at
-# least this many requests were waiting, it pauses YIELD_FACTOR times as long
-# as the round took (it keeps a quarter of the process while the API is busy).
-# A burst of triggers is accepted at the API's speed and delivered right after;
-# at moderate rates the worker never pauses. Moderate includes a few requests
-# at once: at 100 triggers/s with clients polling their inboxes, 4 requests in
-# flight happened often enough that pauses of up to a quarter second made the
-# end-to-end p99 (SQLite: 224 ms, against 42 ms with 16). A burst that should
-# get the process first holds dozens (32 and more in the benchmark).
-PRESSURE_REQUESTS = 16
+# A worker gives way to the API: after a round that ran while at least
+# PRESSURE_REQUESTS (queue.py) requests were waiting, it pauses YIELD_FACTOR
+# times as long as the round took (it keeps a quarter of its time while the API
+# is busy). A burst of triggers is accepted at the API's speed and delivered
+# right after; at moderate rates the worker never pauses. Moderate includes a
+# few requests at once: at 100 triggers/s with clients polling their inboxes, 4
+# requests in flight happened often enough that pauses of up to a quarter
+# second made the end-to-end p99 (SQLite: 224 ms, against 42 ms with 16). A
+# burst that should get the machine first holds dozens (32 and more in the
+# benchmark). The in-process worker counts its API's requests; a worker of its
+# own process hears of them from the wake-ups of trigger batches that many
+# callers wait on (queue.BUSY), for BUSY_HOLD_SECONDS after the last: under a
+# burst such batches come every few milliseconds.
 YIELD_FACTOR = 3.0
 YIELD_MAX_SECONDS = 0.25
+BUSY_HOLD_SECONDS = 0.2
 # How often a worker deletes idempotency records past their 24 hours.
 PURGE_SECONDS = 60.0
 PURGE_BATCH = 5000
@@ -77,6 +81,8 @@ class Worker:
     http: httpx.AsyncClient | None = None
     # Requests the API of this process is answering now (0 for a standalone worker).
     pressure: Callable[[], int] = field(default=lambda: 0)
+    # Give way to API processes that say they are busy (queue.BUSY wake-ups).
+    give_way: bool = True
 
     def __post_init__(self) -> None:
         self._owns_http = self.http is None
@@ -87,6 +93,7 @@ class Worker:
         self._next_purge = 0.0
         self._next_due_check = 0.0
         self._next_due: datetime | None = None
+        self._busy_until = 0.0
 
     async def run_once(self) -> int:
         """Claim one batch of due jobs and run it; returns how many jobs ran."""
@@ -146,7 +153,7 @@ class Worker:
                     ran = 0
                     await asyncio.sleep(self.poll_interval)
                 if ran:
-                    pause = pause_after_round(time.monotonic() - started, self.pressure())
+                    pause = pause_after_round(time.monotonic() - started, self.requests_waiting())
                     if pause:
                         await asyncio.sleep(pause)
                     if ran >= self.batch_size:
@@ -166,6 +173,18 @@ class Worker:
             if self._owns_http and self.http is not None:
                 await self.http.aclose()
             logger.info("worker %s stopped", self.worker_id)
+
+    def requests_waiting(self) -> int:
+        """Requests waiting on an API: this process's, or PRESSURE_REQUESTS while one said it was busy."""
+        if self.give_way and time.monotonic() < self._busy_until:
+            return max(self.pressure(), PRESSURE_REQUESTS)
+        return self.pressure()
+
+    def heard(self, payload: str) -> None:
+        """A wake-up from another process: jobs were written; BUSY says by a batch many callers wait on."""
+        if payload == queue.BUSY:
+            self._busy_until = time.monotonic() + BUSY_HOLD_SECONDS
+        self.signal.ring()
 
     async def _idle(self, stop: asyncio.Event, timeout: float) -> None:
         """Sleep until jobs are signalled, ``timeout`` passes or ``stop`` is set, whichever comes first.
@@ -216,7 +235,7 @@ class Worker:
             try:
                 connection = await asyncpg.connect(dsn)
                 try:
-                    await connection.add_listener(queue.WAKE_CHANNEL, lambda *_: self.signal.ring())
+                    await connection.add_listener(queue.WAKE_CHANNEL, lambda _c, _p, _ch, payload: self.heard(payload))
                     while not stop.is_set() and not connection.is_closed():
                         await asyncio.sleep(1.0)
                 finally:

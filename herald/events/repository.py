@@ -1,31 +1,54 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
 
+import orjson
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.engine.queue import WAKE_CHANNEL, mark_jobs_written, wake_workers
+from herald.engine.queue import BUSY, WAKE_CHANNEL, mark_jobs_written, wake_workers
 from herald.engine.repository import EngineRepository, detail_row
 from herald.kit.bulk import insert_rows, postgres_document, postgres_insert
 from herald.kit.time import isoformat, utcnow
 from herald.models import Event, Job
+from herald.workflows.repository import TriggerTarget
+
+# What the events-and-jobs statement answers, besides event ids, when a workflow it was to check had changed.
+_CHANGED = ""
+
+
+class WorkflowsChanged(Exception):
+    """A workflow the batch took from the process's kept ones had changed: nothing was written."""
 
 
 @cache
 def _events_and_jobs_statement() -> str:
-    """Events, the jobs of those written, and a wake-up for the workers when there are any (PostgreSQL)."""
+    """Events, the jobs of those written, and a wake-up for the workers when there are any (PostgreSQL).
+
+    The wake-up's payload is the third parameter: BUSY from a batch that many
+    callers wait on (``EventRepository.record_many``), empty otherwise. The
+    fourth lists workflows (id, updated_at) that must be unchanged and not
+    deleted: when one is not, nothing is written and the answer holds _CHANGED.
+    """
+    changed = (
+        "SELECT 1 FROM json_to_recordset($4::json) AS c(id varchar, updated_at timestamptz) "
+        "WHERE NOT EXISTS (SELECT 1 FROM workflows w WHERE w.id = c.id AND w.updated_at = c.updated_at AND NOT w.deleted)"
+    )
     events = postgres_insert(
-        Event.__table__, parameter=1, skip_conflicts_on=("environment_id", "transaction_id"), returning=("id",)
+        Event.__table__,
+        parameter=1,
+        skip_conflicts_on=("environment_id", "transaction_id"),
+        returning=("id",),
+        where="NOT EXISTS (SELECT 1 FROM changed)",
     )
     jobs = postgres_insert(Job.__table__, parameter=2, where='r."event_id" IN (SELECT id FROM written)', returning=("id",))
     # pg_notify is delivered when the statement's transaction commits, like NOTIFY.
     return (
-        f"WITH written AS ({events}), queued AS ({jobs}), "
-        f"woken AS (SELECT pg_notify('{WAKE_CHANNEL}', '') WHERE EXISTS (SELECT 1 FROM queued)) "
-        "SELECT id FROM written UNION ALL SELECT NULL FROM woken"
+        f"WITH changed AS ({changed}), written AS ({events}), queued AS ({jobs}), "
+        f"woken AS (SELECT pg_notify('{WAKE_CHANNEL}', $3) WHERE EXISTS (SELECT 1 FROM queued)) "
+        f"SELECT id FROM written UNION ALL SELECT NULL FROM woken UNION ALL (SELECT '{_CHANGED}' FROM changed LIMIT 1)"
     )
 
 
@@ -33,17 +56,30 @@ class EventRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
 
-    async def record_many(self, events: Sequence[dict[str, Any]], jobs: Sequence[dict[str, Any]]) -> set[str]:
+    async def record_many(
+        self,
+        events: Sequence[dict[str, Any]],
+        jobs: Sequence[dict[str, Any]],
+        *,
+        busy: bool = False,
+        unchanged: Iterable[TriggerTarget] = (),
+    ) -> set[str]:
         """Write events and the jobs that will expand them; returns the ids of the events written.
 
         An event whose transactionId is already used in its environment (or
         earlier in ``events``) is skipped by the unique index, not by a read, so
         two racing requests cannot both get through; its job is not written.
+        ``busy``: many callers wait on this write; on PostgreSQL the workers'
+        wake-up says so (queue.BUSY) and they give way to the API for a moment.
+        (On SQLite the worker shares the API's process and counts its requests.)
+        ``unchanged``: workflows the events were made from without reading them
+        (events/targets.py); PostgreSQL only. When one has changed, nothing is
+        written and WorkflowsChanged is raised.
         """
         if not events:
             return set()
         if self.session.bind.dialect.name == "postgresql":
-            return await self._record_many_in_one_statement(events, jobs)
+            return await self._record_many_in_one_statement(events, jobs, busy, list(unchanged))
         # The trigger path's writes: rows handed to the driver as it takes them (kit/bulk.py).
         written = {
             row[0]
@@ -61,7 +97,9 @@ class EventRepository:
             await wake_workers(self.session)
         return written
 
-    async def _record_many_in_one_statement(self, events: Sequence[dict[str, Any]], jobs: Sequence[dict[str, Any]]) -> set[str]:
+    async def _record_many_in_one_statement(
+        self, events: Sequence[dict[str, Any]], jobs: Sequence[dict[str, Any]], busy: bool, unchanged: list[TriggerTarget]
+    ) -> set[str]:
         """PostgreSQL: the events, their jobs and the workers' wake-up in one statement, one round trip.
 
         The jobs insert keeps the jobs of the events written (a repeated
@@ -76,9 +114,17 @@ class EventRepository:
         connection = await self.session.connection()
         result = await connection.exec_driver_sql(
             _events_and_jobs_statement(),
-            (postgres_document(Event.__table__, events), postgres_document(Job.__table__, jobs)),
+            (
+                postgres_document(Event.__table__, events),
+                postgres_document(Job.__table__, jobs),
+                BUSY if busy else "",
+                orjson.dumps([{"id": target.id, "updated_at": target.updated_at.isoformat()} for target in unchanged]).decode(),
+            ),
         )
-        written = {event_id for (event_id,) in result.all() if event_id is not None}
+        answered = {event_id for (event_id,) in result.all() if event_id is not None}
+        if _CHANGED in answered:
+            raise WorkflowsChanged
+        written = answered
         if written:
             mark_jobs_written(self.session)
         return written

@@ -15,8 +15,10 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.events.repository import EventRepository
+from herald.engine.queue import PRESSURE_REQUESTS
+from herald.events.repository import EventRepository, WorkflowsChanged
 from herald.events.schemas import BroadcastEventRequest, TriggerEventRequest, TriggerTenant
+from herald.events.targets import TriggerTargets
 from herald.kit.auth import Principal
 from herald.kit.db import without_transaction
 from herald.kit.errors import UnprocessableError, ValidationFailed, validation_errors
@@ -204,9 +206,12 @@ class _Lookups:
     workflows: dict[tuple[str, str], TriggerTarget]
     tenants: set[tuple[str, str]]
     topics: set[tuple[str, str]]
+    # The workflows taken from the process's TriggerTargets, not read: the
+    # write checks they are unchanged.
+    kept: dict[tuple[str, str], TriggerTarget] = field(default_factory=dict)
 
 
-async def _lookups(session: AsyncSession, triggers: Sequence[Trigger]) -> _Lookups:
+async def _lookups(session: AsyncSession, triggers: Sequence[Trigger], targets: TriggerTargets | None = None) -> _Lookups:
     names: dict[str, set[str]] = defaultdict(set)
     tenants: dict[str, set[str]] = defaultdict(set)
     topics: dict[str, set[str]] = defaultdict(set)
@@ -224,8 +229,19 @@ async def _lookups(session: AsyncSession, triggers: Sequence[Trigger]) -> _Looku
     workflows = WorkflowRepository(session)
     found = _Lookups(workflows={}, tenants=set(), topics=set())
     for environment_id, identifiers in names.items():
-        for workflow in await workflows.trigger_targets(environment_id, identifiers):
+        unknown = set(identifiers)
+        if targets is not None:
+            for identifier in identifiers:
+                kept = targets.get(environment_id, identifier)
+                if kept is not None:
+                    found.workflows[(environment_id, identifier)] = found.kept[(environment_id, identifier)] = kept
+                    unknown.discard(identifier)
+        if not unknown:
+            continue
+        for workflow in await workflows.trigger_targets(environment_id, unknown):
             found.workflows[(environment_id, workflow.trigger_identifier)] = workflow
+            if targets is not None:
+                targets.keep(environment_id, workflow)
     for environment_id, identifiers in tenants.items():
         existing = await TenantRepository(session).identifiers_that_exist(environment_id, identifiers)
         found.tenants.update((environment_id, identifier) for identifier in existing)
@@ -321,7 +337,9 @@ def _judge(trigger: Trigger, found: _Lookups) -> TriggerResult | _Accepted:
     return _Accepted(event, job, outcome("processed", recipients.reasons))
 
 
-async def record_triggers(session: AsyncSession, triggers: Sequence[Trigger]) -> list[TriggerResult | Exception]:
+async def record_triggers(
+    session: AsyncSession, triggers: Sequence[Trigger], *, busy: bool = False, targets: TriggerTargets | None = None
+) -> list[TriggerResult | Exception]:
     """Validate triggers and record those that will run, in the session (spec §4.4).
 
     One outcome per trigger, in order: its result, or the 422 it raised. The
@@ -330,8 +348,11 @@ async def record_triggers(session: AsyncSession, triggers: Sequence[Trigger]) ->
     (``EventRepository.record_many``), so a batch costs a few round trips
     whatever its size. A transactionId already used in the environment (or
     twice in the list) is refused by the unique index, not by a read.
+    ``busy``: as many callers as there are triggers wait on this write (see
+    ``EventRepository.record_many``). ``targets``: workflows kept from earlier
+    batches, used without a read and checked by the write (events/targets.py).
     """
-    found = await _lookups(session, triggers)
+    found = await _lookups(session, triggers, targets)
     outcomes: list[TriggerResult | Exception | _Accepted] = []
     for trigger in triggers:
         try:
@@ -339,9 +360,17 @@ async def record_triggers(session: AsyncSession, triggers: Sequence[Trigger]) ->
         except (UnprocessableError, ValidationFailed) as exc:
             outcomes.append(exc)
     accepted = [outcome for outcome in outcomes if isinstance(outcome, _Accepted)]
-    written = await EventRepository(session).record_many(
-        [item.event for item in accepted], [item.job for item in accepted]
-    )
+    try:
+        written = await EventRepository(session).record_many(
+            [item.event for item in accepted], [item.job for item in accepted], busy=busy, unchanged=found.kept.values()
+        )
+    except WorkflowsChanged:
+        # Nothing was written: judge the batch again on the workflows as they are
+        # now. The kept ones it used are read (and kept) afresh, so a second
+        # round has fewer to check, and the last has none.
+        if targets is not None:
+            targets.forget(found.kept)
+        return await record_triggers(session, triggers, busy=busy, targets=targets)
     results: list[TriggerResult | Exception] = []
     for outcome in outcomes:
         if not isinstance(outcome, _Accepted):
@@ -353,15 +382,21 @@ async def record_triggers(session: AsyncSession, triggers: Sequence[Trigger]) ->
     return results
 
 
-async def record_trigger_batch(session: AsyncSession, triggers: Sequence[Trigger]) -> list[TriggerResult | Exception]:
+async def record_trigger_batch(
+    session: AsyncSession, triggers: Sequence[Trigger], targets: TriggerTargets | None = None
+) -> list[TriggerResult | Exception]:
     """:func:`record_triggers` for the trigger route's group commit, outside a transaction on PostgreSQL.
 
     The batch makes its reads, then one write statement that is atomic by
     itself (``EventRepository.record_many``), so the BEGIN and COMMIT round
-    trips around them would add nothing but waiting.
+    trips around them would add nothing but waiting. With ``targets`` (the
+    process's kept workflows, on PostgreSQL) a batch naming known workflows
+    makes the write alone. A batch of PRESSURE_REQUESTS triggers or more is as
+    many requests waiting on this process: the workers are told to give way
+    (queue.BUSY).
     """
     await without_transaction(session)
-    return await record_triggers(session, triggers)
+    return await record_triggers(session, triggers, busy=len(triggers) >= PRESSURE_REQUESTS, targets=targets)
 
 
 async def trigger_event(

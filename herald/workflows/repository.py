@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from sqlalchemy import func, or_, select
@@ -16,6 +17,9 @@ class TriggerTarget(NamedTuple):
     trigger_identifier: str
     active: bool
     steps: list[Any]
+    # Every change to a workflow moves it (the ORM's onupdate): a cached target
+    # is checked against it (herald/events/targets.py).
+    updated_at: datetime
 
 
 class WorkflowRepository:
@@ -33,7 +37,7 @@ class WorkflowRepository:
         the read.
         """
         result = await self.session.execute(
-            select(Workflow.id, Workflow.trigger_identifier, Workflow.active, Workflow.steps).where(
+            select(Workflow.id, Workflow.trigger_identifier, Workflow.active, Workflow.steps, Workflow.updated_at).where(
                 Workflow.environment_id == environment_id,
                 Workflow.trigger_identifier.in_(list(identifiers)),
                 Workflow.deleted.is_(False),

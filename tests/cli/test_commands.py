@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from herald.kit.db import create_engine, create_sessionmaker
 from herald.organizations.repository import OrganizationRepository
@@ -168,3 +169,27 @@ def test_a_setting_that_is_not_a_number_is_named_without_a_traceback(tmp_path: P
     assert done.returncode == 1
     assert done.stderr.strip().endswith("herald worker: HERALD_WORKER_NICE must be a whole number, not 'low'")
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("nice", "gives_way"), [("0", False), ("3", True)])
+def test_herald_worker_gives_way_to_busy_api_processes_unless_told_not_to_defer(
+    nice: str, gives_way: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--nice 0`` (HERALD_WORKER_NICE=0) keeps the worker's priority and its pace under API bursts."""
+    from herald import cli
+    from herald.engine.worker import Worker
+
+    seen: dict[str, object] = {}
+
+    async def run_forever(self: Worker, stop: object) -> None:
+        seen["give_way"] = self.give_way
+        if self.http is not None:
+            await self.http.aclose()
+
+    monkeypatch.setenv("HERALD_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("HERALD_DATABASE_URL", raising=False)
+    monkeypatch.setattr(Worker, "run_forever", run_forever)
+    monkeypatch.setattr(cli.os, "nice", lambda increment: increment)  # the test process keeps its priority
+    monkeypatch.setattr(cli, "settle_heap", lambda: None)  # and its collector
+    assert cli.main(["worker", "--nice", nice]) == 0
+    assert seen == {"give_way": gives_way}

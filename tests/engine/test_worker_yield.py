@@ -1,10 +1,11 @@
-"""The in-process worker gives way to its process's API when requests are waiting."""
+"""A worker gives way to API processes while requests are waiting on them."""
 
 from __future__ import annotations
 
 import pytest
 
-from herald.engine.worker import PRESSURE_REQUESTS, YIELD_FACTOR, YIELD_MAX_SECONDS, pause_after_round
+from herald.engine.queue import BUSY, PRESSURE_REQUESTS, JobSignal
+from herald.engine.worker import BUSY_HOLD_SECONDS, YIELD_FACTOR, YIELD_MAX_SECONDS, Worker, pause_after_round
 from herald.kit.asgi import CountRequestsMiddleware, RequestsInFlight
 
 
@@ -37,3 +38,51 @@ async def test_the_counter_counts_requests_being_answered() -> None:
     await middleware({"type": "lifespan"}, None, None)
     assert seen == [1, 0]
     assert counter.count == 0
+
+
+class CountedSignal(JobSignal):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rings = 0
+
+    def ring(self) -> None:
+        self.rings += 1
+        super().ring()
+
+
+def _standalone_worker(give_way: bool = True) -> Worker:
+    """A worker of its own process, as ``herald worker`` runs one (it never touches the store here)."""
+    from herald.kit.crypto import SecretBox
+
+    return Worker(sessionmaker=None, box=SecretBox("k" * 32), signal=CountedSignal(), give_way=give_way)  # type: ignore[arg-type]
+
+
+async def test_a_worker_gives_way_while_an_api_process_says_it_is_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A BUSY wake-up counts as a burst waiting on an API for BUSY_HOLD_SECONDS; a plain one does not."""
+    import herald.engine.worker as worker_module
+
+    clock = [100.0]
+    monkeypatch.setattr(worker_module.time, "monotonic", lambda: clock[0])
+    worker = _standalone_worker()
+    try:
+        worker.heard("")
+        assert worker.requests_waiting() == 0
+        worker.heard(BUSY)
+        assert worker.signal.rings == 2  # every wake-up rings, busy or not
+        assert pause_after_round(0.02, worker.requests_waiting()) == pytest.approx(0.02 * YIELD_FACTOR)
+        clock[0] += BUSY_HOLD_SECONDS - 0.01
+        assert worker.requests_waiting() == PRESSURE_REQUESTS
+        clock[0] += 0.02  # no busy batch since: the worker runs at full speed again
+        assert worker.requests_waiting() == 0
+    finally:
+        await worker.http.aclose()
+
+
+async def test_a_worker_told_not_to_defer_ignores_busy_api_processes() -> None:
+    worker = _standalone_worker(give_way=False)
+    try:
+        worker.heard(BUSY)
+        assert worker.requests_waiting() == 0
+        assert worker.signal.rings == 1
+    finally:
+        await worker.http.aclose()

@@ -50,7 +50,8 @@ class Settings:
     job_lease_seconds: float = 60.0
     worker_poll_seconds: float = 0.5
     # ``herald worker`` lowers its CPU priority by this much (os.nice): API
-    # processes on the same machine answer first when both want the CPU.
+    # processes on the same machine answer first when both want the CPU. With
+    # 0 it also keeps its pace when an API process says it is busy (queue.BUSY).
     worker_nice: int = 10
     extra: dict[str, str] = field(default_factory=dict)
 

@@ -72,14 +72,19 @@ class EventRepository:
         ``busy``: many callers wait on this write; on PostgreSQL the workers'
         wake-up says so (queue.BUSY) and they give way to the API for a moment.
         (On SQLite the worker shares the API's process and counts its requests.)
-        ``unchanged``: workflows the events were made from without reading them
+        ``unchanged``: workflows the batch was judged on without reading them
         (events/targets.py); PostgreSQL only. When one has changed, nothing is
-        written and WorkflowsChanged is raised.
+        written and WorkflowsChanged is raised. They are checked also when no
+        event is to be written: a trigger refused on a kept workflow (inactive,
+        say) must not be refused on a workflow that has changed since.
         """
+        unchanged = list(unchanged)
+        if self.session.bind.dialect.name == "postgresql":
+            if not events and not unchanged:
+                return set()
+            return await self._record_many_in_one_statement(events, jobs, busy, unchanged)
         if not events:
             return set()
-        if self.session.bind.dialect.name == "postgresql":
-            return await self._record_many_in_one_statement(events, jobs, busy, list(unchanged))
         # The trigger path's writes: rows handed to the driver as it takes them (kit/bulk.py).
         written = {
             row[0]

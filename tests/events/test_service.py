@@ -104,12 +104,22 @@ async def test_a_known_workflow_is_not_read_again_and_a_changed_one_is(
     assert reads == [{name}, {name}]  # and kept it
 
 
-@pytest.mark.parametrize("change", ["deactivate", "delete"])
-async def test_a_trigger_of_a_kept_workflow_sees_it_deactivated_or_deleted(
+@pytest.mark.parametrize("change", ["deactivate", "delete", "activate"])
+async def test_a_trigger_of_a_kept_workflow_sees_it_deactivated_deleted_or_activated(
     api: httpx.AsyncClient, app: FastAPI, change: str
 ) -> None:
     workflow = await create_workflow(api)
     name = workflow["triggers"][0]["identifier"]
+    if change == "activate":
+        # Kept while inactive: a batch refused on it writes nothing, and is still checked.
+        assert (await api.put(f"/v1/workflows/{workflow['_id']}/status", json={"active": False})).status_code == 200
+        refused = await _trigger(api, name)
+        assert refused.json()["data"]["status"] == "trigger_not_active"
+        assert (await api.put(f"/v1/workflows/{workflow['_id']}/status", json={"active": True})).status_code == 200
+        response = await _trigger(api, name)
+        assert response.status_code == 201, response.text
+        assert response.json()["data"]["status"] == "processed"
+        return
     assert (await _trigger(api, name)).status_code == 201  # kept (on PostgreSQL)
 
     if change == "deactivate":

@@ -45,6 +45,3 @@ class TriggerTargets:
     def forget(self, keys: Iterable[tuple[str, str]]) -> None:
         for key in keys:
             self._entries.pop(key, None)
-
-    def __len__(self) -> int:
-        return len(self._entries)

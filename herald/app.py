@@ -9,13 +9,14 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import TYPE_CHECKING
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from starlette.types import Receive, Scope, Send
 
 from herald import __version__
 from herald.config import Settings, load_settings
 from herald.engine.queue import JobSignal, ring_on_commit
-from herald.kit.asgi import CountRequestsMiddleware, LastResortMiddleware, RequestsInFlight
+from herald.kit.asgi import CountRequestsMiddleware, DirectRoutes, LastResortMiddleware, RequestsInFlight
 from herald.kit.auth import ApiKeyResolver
 from herald.kit.crypto import SecretBox
 from herald.kit.db import create_engine, create_sessionmaker
@@ -24,6 +25,7 @@ from herald.kit.groupcommit import GroupCommit
 from herald.kit.idempotency import IdempotencyMiddleware
 from herald.kit.request_guard import RequestGuardMiddleware
 from herald.kit.responses import JSONResponse
+from herald.kit.schemas import RequestRoute
 
 if TYPE_CHECKING:
     from herald.engine.worker import Worker
@@ -36,7 +38,7 @@ subscribers, topics and tenants, and read in-app messages.
 Every route but the health check needs `Authorization: ApiKey <key>`."""
 
 
-def _routers() -> list:
+def _routers() -> list[APIRouter]:
     from herald.events.routes import router as events
     from herald.health.routes import router as health
     from herald.integrations.routes import router as integrations
@@ -50,6 +52,36 @@ def _routers() -> list:
     # Routes are matched in order, every route of every router before the right one
     # is tried: the trigger routes, the hot path, come first.
     return [events, health, integrations, workflows, subscribers, topics, tenants, messages, notifications]
+
+
+class HeraldApp(FastAPI):
+    """FastAPI, with the routes declared as :class:`RequestRoute` answered directly (kit.asgi.DirectRoutes).
+
+    The trigger route is the hot path; its request skips FastAPI's own layers
+    and routing and runs inside Herald's middlewares. It stays on its router,
+    so the OpenAPI document and a request the direct path does not take (a
+    trailing slash, a root path) are as before.
+    """
+
+    direct: DirectRoutes | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        direct = self.direct
+        if direct is not None and direct.endpoint_for(scope) is not None:
+            await direct(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+def direct_routes(app: FastAPI, routers: list[APIRouter]) -> DirectRoutes:
+    """The routers' RequestRoutes without path parameters, by method and path (routers included without a prefix)."""
+    endpoints = {}
+    for router in routers:
+        for route in router.routes:
+            if isinstance(route, RequestRoute) and not route.param_convertors:
+                for method in route.methods or ():
+                    endpoints[(method, route.path)] = route.endpoint
+    return DirectRoutes(app, endpoints)
 
 
 def build_worker(
@@ -75,7 +107,7 @@ def build_worker(
     )
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None) -> HeraldApp:
     settings = settings or load_settings()
     engine = create_engine(settings.database_url, pool_size=settings.database_pool_size)
     # Every commit that wrote jobs wakes this process's worker without waiting for its poll.
@@ -103,8 +135,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     settings.database_url, pool_size=max(2, settings.worker_concurrency), index_reads=True
                 )
                 worker_sessions = create_sessionmaker(worker_engine, after_commit=ring_on_commit(job_signal))
-            # It gives way to this process's API when requests are waiting (engine/worker.py).
-            worker = build_worker(settings, worker_sessions, signal=job_signal, pressure=lambda: in_flight.count)
+            # It gives way to this process's API when requests are waiting (engine/worker.py):
+            # the most at once during its round, as a group commit answers a whole
+            # batch at once and the count right after says little.
+            worker = build_worker(settings, worker_sessions, signal=job_signal, pressure=in_flight.take_peak)
             worker_task = asyncio.create_task(worker.run_forever(stop))
         try:
             yield
@@ -118,7 +152,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await revocations
             await engine.dispose()
 
-    app = FastAPI(
+    app = HeraldApp(
         title="Herald",
         version=__version__,
         description=DESCRIPTION,
@@ -142,7 +176,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.trigger_recorder = GroupCommit(sessionmaker, partial(record_trigger_batch, targets=targets))
 
     install_error_handlers(app)
-    for router in _routers():
+    routers = _routers()
+    for router in routers:
         app.include_router(router)
 
     # Each add wraps the ones before: the last resort runs outermost, the size
@@ -160,4 +195,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(LastResortMiddleware)
     app.add_middleware(CountRequestsMiddleware, counter=in_flight)
+    app.direct = direct_routes(app, routers)
     return app

@@ -47,7 +47,8 @@ SWEEP_SECONDS = 5.0
 # requests in flight happened often enough that pauses of up to a quarter
 # second made the end-to-end p99 (SQLite: 224 ms, against 42 ms with 16). A
 # burst that should get the machine first holds dozens (32 and more in the
-# benchmark). The in-process worker counts its API's requests; a worker of its
+# benchmark). The in-process worker reads the most requests its API had in
+# flight at once during the round (kit.asgi.RequestsInFlight); a worker of its
 # own process hears of them from the wake-ups of trigger batches that many
 # callers wait on (queue.BUSY), for BUSY_HOLD_SECONDS after the last: under a
 # burst such batches come every few milliseconds.

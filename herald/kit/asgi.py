@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -120,11 +125,19 @@ class RequestsInFlight:
     """How many HTTP requests this process is answering right now.
 
     The in-process worker reads it to give way to the API under load
-    (herald.engine.worker.Worker.pressure).
+    (herald.engine.worker.Worker.pressure), through :meth:`take_peak`: the
+    count at the end of a round said little, as a group commit answers its
+    whole batch at once and the clients' next requests arrive a moment later.
     """
 
     def __init__(self) -> None:
         self.count = 0
+        self.peak = 0
+
+    def take_peak(self) -> int:
+        """The most requests in flight at once since the last call."""
+        peak, self.peak = max(self.peak, self.count), self.count
+        return peak
 
 
 class CountRequestsMiddleware:
@@ -138,8 +151,81 @@ class CountRequestsMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        self.counter.count += 1
+        counter = self.counter
+        counter.count += 1
+        if counter.count > counter.peak:
+            counter.peak = counter.count
         try:
             await self.app(scope, receive, send)
         finally:
             self.counter.count -= 1
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class DirectRoutes:
+    """Answers a few exact (method, path) pairs past the framework's own layers.
+
+    FastAPI sends every request through its middlewares (its error page,
+    telemetry, a body limit Herald does not set), an exception middleware, an
+    exit stack and a router that tries each route in turn, then wraps the
+    endpoint in a Request-building adapter. For ``POST /v1/events/trigger``,
+    whose endpoint takes the Request and returns its Response itself
+    (:class:`herald.kit.schemas.RequestRoute`), those layers cost more CPU
+    than Herald's own route code did. Here the same endpoint runs inside the
+    app's own middlewares (counted, guarded, idempotent, the last resort) and
+    its exceptions get the app's handlers, as they would through the router:
+    the caller sees the same answers.
+
+    ``app.user_middleware`` is read when the first request comes, as
+    Starlette builds its own stack, so middlewares added after this was made
+    are included.
+    """
+
+    def __init__(self, app: Starlette, endpoints: Mapping[tuple[str, str], Endpoint]) -> None:
+        self.app = app
+        self.endpoints = dict(endpoints)
+        self._stack: ASGIApp | None = None
+
+    def endpoint_for(self, scope: Scope) -> Endpoint | None:
+        """The endpoint that answers this request directly, or None for the framework to route it."""
+        if scope["type"] != "http" or scope.get("root_path"):
+            return None
+        return self.endpoints.get((scope["method"], scope["path"]))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._stack is None:
+            stack: ASGIApp = self._answer
+            for middleware in reversed(self.app.user_middleware):
+                stack = middleware.cls(stack, *middleware.args, **middleware.kwargs)
+            self._stack = stack
+        scope["app"] = self.app
+        await self._stack(scope, receive, send)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = self.endpoints[(scope["method"], scope["path"])]
+        request = Request(scope, receive, send)
+        try:
+            response = await endpoint(request)
+        except Exception as exc:
+            handler = self._handler_for(exc)
+            if handler is None:  # the last resort answers it
+                raise
+            response = handler(request, exc)
+            if inspect.isawaitable(response):
+                response = await response
+        await response(scope, receive, send)
+
+    def _handler_for(self, exc: Exception) -> Callable[..., Any] | None:
+        # As Starlette's ExceptionMiddleware looks them up; FastAPI gives the
+        # handlers of 500 and Exception to its outermost error middleware.
+        handlers = self.app.exception_handlers
+        if isinstance(exc, HTTPException) and exc.status_code in handlers and exc.status_code != 500:
+            return handlers[exc.status_code]
+        for cls in type(exc).__mro__:
+            if cls is Exception:
+                break
+            if cls in handlers:
+                return handlers[cls]
+        return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from herald.engine.queue import BUSY, PRESSURE_REQUESTS, JobSignal
@@ -38,6 +40,25 @@ async def test_the_counter_counts_requests_being_answered() -> None:
     await middleware({"type": "lifespan"}, None, None)
     assert seen == [1, 0]
     assert counter.count == 0
+
+
+async def test_the_counter_keeps_the_most_requests_at_once_until_read() -> None:
+    """The in-process worker reads the peak since its last read: a burst whose answers all went out
+    just before a round ended (a group commit answers its whole batch at once) still counts."""
+    counter = RequestsInFlight()
+    release = asyncio.Event()
+
+    async def app(scope, receive, send) -> None:  # type: ignore[no-untyped-def]
+        await release.wait()
+
+    middleware = CountRequestsMiddleware(app, counter=counter)
+    requests = [asyncio.create_task(middleware({"type": "http"}, None, None)) for _ in range(PRESSURE_REQUESTS + 4)]
+    await asyncio.sleep(0)
+    release.set()
+    await asyncio.gather(*requests)
+    assert counter.count == 0
+    assert counter.take_peak() == PRESSURE_REQUESTS + 4
+    assert counter.take_peak() == 0
 
 
 class CountedSignal(JobSignal):
@@ -86,3 +107,34 @@ async def test_a_worker_told_not_to_defer_ignores_busy_api_processes() -> None:
         assert worker.signal.rings == 1
     finally:
         await worker.http.aclose()
+
+
+async def test_the_in_process_worker_reads_the_peak_of_its_apis_requests(
+    empty_database, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """Requests answered before the worker looks still count: it reads the peak, not the moment."""
+    import httpx
+
+    import herald.app
+    from herald.config import load_settings
+    from herald.migrations import upgrade_async
+
+    await upgrade_async(empty_database.url)
+    pressures = []
+    real_build_worker = herald.app.build_worker
+
+    def build_worker(*args, **kwargs):  # type: ignore[no-untyped-def]
+        pressures.append(kwargs["pressure"])
+        return real_build_worker(*args, **kwargs)
+
+    monkeypatch.setattr(herald.app, "build_worker", build_worker)
+    settings = load_settings(data_dir=tmp_path, database_url=empty_database.url, secret_key="k" * 32, run_worker=True)
+    app = herald.app.create_app(settings)
+    transport = httpx.ASGITransport(app=app)
+    async with app.router.lifespan_context(app), httpx.AsyncClient(transport=transport, base_url="http://h") as client:
+        [pressure] = pressures
+        pressure()
+        answers = await asyncio.gather(*(client.get("/v1/health-check") for _ in range(PRESSURE_REQUESTS)))
+        assert {answer.status_code for answer in answers} == {200}
+        assert pressure() == PRESSURE_REQUESTS
+        assert pressure() == 0

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from sqlalchemy import func, or_, select, update
@@ -465,17 +466,39 @@ def detail_row(
 
 def _insert_row(obj: Any) -> dict[str, Any]:
     """A new mapped object as an insert row: what was set on it, column defaults for the rest (as a flush would)."""
+    values = obj.__dict__
     row: dict[str, Any] = {}
-    for attribute in sa_inspect(type(obj)).column_attrs:
-        column = attribute.columns[0]
-        if attribute.key in obj.__dict__:
-            row[column.key] = obj.__dict__[attribute.key]
-        elif column.default is not None:
-            default = column.default
-            row[column.key] = default.arg(None) if default.is_callable else default.arg  # type: ignore[attr-defined]
+    for key, column_key, default in _insert_plan(type(obj)):
+        if key in values:
+            row[column_key] = values[key]
         else:
-            row[column.key] = None
+            row[column_key] = default() if default is not None else None
     return row
+
+
+# Per mapped class: (attribute, column, default maker) for each column. Read from
+# the mapper once, not for every row (a tenth of the cost of saving a message).
+_insert_plans: dict[type, tuple[tuple[str, str, Callable[[], Any] | None], ...]] = {}
+
+
+def _insert_plan(cls: type) -> tuple[tuple[str, str, Callable[[], Any] | None], ...]:
+    plan = _insert_plans.get(cls)
+    if plan is None:
+        entries = []
+        for attribute in sa_inspect(cls).column_attrs:
+            column = attribute.columns[0]
+            entries.append((attribute.key, column.key, _default_maker(column.default)))
+        plan = _insert_plans[cls] = tuple(entries)
+    return plan
+
+
+def _default_maker(default: Any) -> Callable[[], Any] | None:
+    if default is None:
+        return None
+    if default.is_callable:
+        return partial(default.arg, None)
+    value = default.arg
+    return lambda: value
 
 
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:

@@ -23,6 +23,7 @@ or a Core insert would give them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -53,13 +54,25 @@ def _sqlite_datetime(value: datetime | None) -> str | None:
     )
 
 
-def _postgres_datetime(value: datetime | None) -> str | None:
+def _postgres_datetime(value: Any) -> str:
     """ISO 8601 with the offset (UTC when the value has none), read back exactly by ``timestamptz``."""
-    if value is None:
-        return None
+    if not isinstance(value, datetime):
+        raise TypeError(f"{type(value).__name__} is not JSON serializable")
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.isoformat()
+
+
+def _in_array(value: Any) -> list[Any]:
+    return [value]
+
+
+def _postgres_json(rows: list[dict[str, Any]]) -> str:
+    """The document, by orjson; by json for what orjson refuses (integers past 64 bits), as dumps_json does."""
+    try:
+        return orjson.dumps(rows, option=orjson.OPT_NAIVE_UTC).decode()
+    except TypeError:
+        return json.dumps(rows, default=_postgres_datetime)
 
 
 @dataclass(frozen=True)
@@ -70,9 +83,10 @@ class _Column:
     # How a value is converted for each store (None: as it is).
     sqlite: Callable[[Any], Any] | None
     postgres: Callable[[Any], Any] | None
-    # How PostgreSQL reads the column out of the JSON document: its type there, and a cast to the column's.
+    # How PostgreSQL reads the column out of the JSON document: its type there, and
+    # the expression that makes the column's value of it (``{}``: the record's field).
     record_type: str
-    cast: str
+    read: str = "{}"
 
 
 def _default_of(column: Any) -> Callable[[], Any] | None:
@@ -94,14 +108,18 @@ def _default_of(column: Any) -> Callable[[], Any] | None:
 def _plan_column(column: Any) -> _Column:
     column_type = column.type
     if isinstance(column_type, JSON):
-        # Serialized first, so a None given is JSON null (as SQLAlchemy's JSON type
-        # stores it), and only a column left out is SQL NULL. PostgreSQL reads it
-        # as text from the document and casts it.
-        return _Column(column.name, _default_of(column), dumps_json, dumps_json, "text", "::jsonb")
+        # A None given is JSON null (as SQLAlchemy's JSON type stores it), and only
+        # a column left out is SQL NULL. SQLite takes the serialized text. In
+        # PostgreSQL's document the value sits inside a one-element array, read
+        # back with ``->0``: JSON null stays JSON null there, where a bare null
+        # would read as SQL NULL. (Serializing each value to a string of its own
+        # and casting it cost a second encoding of every payload, escapes and all.)
+        return _Column(column.name, _default_of(column), dumps_json, _in_array, "json", "({}->0)::jsonb")
     if isinstance(column_type, UTCDateTime):
-        return _Column(column.name, _default_of(column), _sqlite_datetime, _postgres_datetime, "timestamptz", "")
+        # PostgreSQL's document carries datetimes as orjson writes them (RFC 3339, naive as UTC).
+        return _Column(column.name, _default_of(column), _sqlite_datetime, None, "timestamptz")
     compiled = column_type.compile(dialect=_PG_DIALECT)
-    return _Column(column.name, _default_of(column), None, None, compiled, "")
+    return _Column(column.name, _default_of(column), None, None, compiled)
 
 
 @dataclass(frozen=True)
@@ -178,7 +196,7 @@ def postgres_insert(
     plan = _plan(table)
     names = _quoted([column.name for column in plan.columns])
     record = ", ".join(f'"{column.name}" {column.record_type}' for column in plan.columns)
-    selected = ", ".join(f'r."{column.name}"{column.cast}' for column in plan.columns)
+    selected = ", ".join(column.read.format(f'r."{column.name}"') for column in plan.columns)
     sql = f"INSERT INTO {plan.name} ({names}) SELECT {selected} FROM json_to_recordset(${parameter}::json) AS r({record})"
     if where:
         sql += f" WHERE {where}"
@@ -189,7 +207,7 @@ def postgres_document(table: Table, rows: Sequence[dict[str, Any]]) -> str:
     """``rows`` as the JSON document a :func:`postgres_insert` statement reads."""
     plan = _plan(table)
     names = [column.name for column in plan.columns]
-    return orjson.dumps([dict(zip(names, _values(plan.postgres, row), strict=True)) for row in rows]).decode()
+    return _postgres_json([dict(zip(names, _values(plan.postgres, row), strict=True)) for row in rows])
 
 
 def _postgres_statement(plan: _TablePlan, conflict: Sequence[str] | None, returning: Sequence[str]) -> str:

@@ -4,7 +4,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import bindparam, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.models import NotificationGroup, Workflow
@@ -22,6 +22,16 @@ class TriggerTarget(NamedTuple):
     updated_at: datetime
 
 
+_WORKFLOWS = Workflow.__table__
+_TRIGGER_TARGETS = select(
+    _WORKFLOWS.c.id, _WORKFLOWS.c.trigger_identifier, _WORKFLOWS.c.active, _WORKFLOWS.c.steps, _WORKFLOWS.c.updated_at
+).where(
+    _WORKFLOWS.c.environment_id == bindparam("environment_id"),
+    _WORKFLOWS.c.trigger_identifier.in_(bindparam("identifiers", expanding=True)),
+    _WORKFLOWS.c.deleted.is_(False),
+)
+
+
 class WorkflowRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -32,16 +42,15 @@ class WorkflowRepository:
     async def trigger_targets(self, environment_id: str, identifiers: Collection[str]) -> Sequence[TriggerTarget]:
         """What a trigger needs of the workflows it names: id, identifier, whether active, the steps.
 
-        Columns, not mapped objects: read once per batch of triggers, where
+        Columns, not mapped objects, by a Core statement built once and run
+        on the session's connection: read once per batch of triggers, where
         loading whole workflows through the ORM cost more than the rest of
-        the read.
+        the read, and building the statement each time was still a tenth of
+        a SQLite batch.
         """
-        result = await self.session.execute(
-            select(Workflow.id, Workflow.trigger_identifier, Workflow.active, Workflow.steps, Workflow.updated_at).where(
-                Workflow.environment_id == environment_id,
-                Workflow.trigger_identifier.in_(list(identifiers)),
-                Workflow.deleted.is_(False),
-            )
+        connection = await self.session.connection()
+        result = await connection.execute(
+            _TRIGGER_TARGETS, {"environment_id": environment_id, "identifiers": list(identifiers)}
         )
         return [TriggerTarget(*row) for row in result.all()]
 

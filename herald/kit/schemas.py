@@ -116,7 +116,9 @@ class RequestRoute(APIRoute):
     needs none of that; on the trigger route, cProfile put that machinery at
     about a tenth of the request's CPU. The route is still declared as an ``APIRoute``: the
     OpenAPI document shows its body, answers and security as declared, and
-    errors it raises get the same handlers as everywhere else.
+    errors it raises get the same handlers as everywhere else. One without
+    path parameters is answered by ``herald.app.HeraldApp`` before FastAPI's
+    routing (``kit.asgi.DirectRoutes``).
     """
 
     def get_route_handler(self) -> Any:

@@ -277,6 +277,24 @@ class MessageRepository:
         query = self.count_query(environment_id, subscriber_id, seen=seen, limit=limit, feed_ids=feed_ids)
         return int((await self.session.execute(query)).scalar_one())
 
+    def list_query(
+        self,
+        environment_id: str,
+        *,
+        subscriber_id: str | None,
+        channel: str | None,
+        transaction_ids: Sequence[str] | None,
+    ) -> Select[tuple[Message]]:
+        """GET /v1/messages: the environment's messages, newest first (ix_messages_environment_created)."""
+        conditions: list[ColumnElement[bool]] = [Message.environment_id == environment_id]
+        if subscriber_id is not None:
+            conditions.append(Message.subscriber_id == subscriber_id)
+        if channel is not None:
+            conditions.append(Message.channel == channel)
+        if transaction_ids:
+            conditions.append(Message.transaction_id.in_(transaction_ids))
+        return select(Message).where(*conditions).order_by(*NEWEST_FIRST)
+
     async def list_messages(
         self,
         environment_id: str,
@@ -287,14 +305,7 @@ class MessageRepository:
         offset: int,
         limit: int,
     ) -> tuple[list[Message], int]:
-        conditions: list[ColumnElement[bool]] = [Message.environment_id == environment_id]
-        if subscriber_id is not None:
-            conditions.append(Message.subscriber_id == subscriber_id)
-        if channel is not None:
-            conditions.append(Message.channel == channel)
-        if transaction_ids:
-            conditions.append(Message.transaction_id.in_(transaction_ids))
-        query = select(Message).where(*conditions).order_by(*NEWEST_FIRST)
+        query = self.list_query(environment_id, subscriber_id=subscriber_id, channel=channel, transaction_ids=transaction_ids)
         total = int((await self.session.execute(_count(query))).scalar_one())
         if offset >= total:
             return [], total

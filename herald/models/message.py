@@ -14,8 +14,11 @@ class Message(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
 
     __tablename__ = "messages"
     __table_args__ = (
-        Index("ix_messages_subscriber_channel_created", "subscriber_id", "channel", "created_at"),
+        # A subscriber's inbox in the feed's order (migration 0005).
+        Index("ix_messages_subscriber_channel_created", "subscriber_id", "channel", "created_at", "id"),
         Index("ix_messages_environment_transaction", "environment_id", "transaction_id"),
+        # GET /v1/messages: an environment's messages, newest first (migration 0005).
+        Index("ix_messages_environment_created", "environment_id", "created_at", "id"),
         # A retried step finds the message it already made instead of making another
         # (chat and push make one message per subscriber channel, told apart by delivery_key).
         Index("uq_messages_job_delivery", "job_id", "delivery_key", unique=True),

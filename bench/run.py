@@ -288,6 +288,7 @@ class Run:
             verdict(outcome.rate >= TARGET_SUSTAINED if applies else None),
         ))
         self.say(f"sustained: {outcome.rate:.0f} msg/s; {self.cpu_note(usage)}")
+        self.say("sustained, each interval (msg/s): " + " ".join(f"{rate:.0f}" for rate in outcome.intervals))
         await self.drain(api, "sustained delivery")
 
     async def fan_out(self, workflow: str, api: Api) -> None:

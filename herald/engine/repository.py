@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.engine.queue import OPEN_DIGEST
 from herald.kit.bulk import insert_rows
-from herald.kit.db import any_of
+from herald.kit.db import any_of, each_of
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
 from herald.models import (
@@ -99,9 +99,7 @@ class EngineRepository:
         existing: dict[str, Subscriber] = {}
         for chunk in _chunks(changing, CHUNK_ROWS):
             result = await self.session.execute(
-                select(Subscriber).where(
-                    Subscriber.environment_id == environment_id, any_of(self.session, Subscriber.subscriber_id, chunk)
-                )
+                each_of(self.session, select(Subscriber).where(Subscriber.environment_id == environment_id), Subscriber.subscriber_id, chunk)
             )
             existing.update((row.subscriber_id, row) for row in result.scalars())
         ids = {subscriber_id: row.id for subscriber_id, row in existing.items()}
@@ -161,8 +159,11 @@ class EngineRepository:
         """Add subscriberId -> internal id of those of ``subscriber_ids`` that exist to ``ids``."""
         for chunk in _chunks(subscriber_ids, CHUNK_ROWS):
             result = await self.session.execute(
-                select(Subscriber.subscriber_id, Subscriber.id).where(
-                    Subscriber.environment_id == environment_id, any_of(self.session, Subscriber.subscriber_id, chunk)
+                each_of(
+                    self.session,
+                    select(Subscriber.subscriber_id, Subscriber.id).where(Subscriber.environment_id == environment_id),
+                    Subscriber.subscriber_id,
+                    chunk,
                 )
             )
             ids.update((subscriber_id, internal_id) for subscriber_id, internal_id in result.all())

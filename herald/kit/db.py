@@ -20,11 +20,11 @@ from typing import Annotated, Any
 
 import orjson
 from fastapi import Depends, Request
-from sqlalchemy import ARRAY, any_, bindparam, cast, event, func, select
+from sqlalchemy import ARRAY, Select, any_, bindparam, cast, event, func, select, true
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 from sqlalchemy.util.concurrency import await_
 
 import herald.kit.sqlite_inline  # noqa: F401  (registers the sqlite+heraldinline driver)
@@ -167,6 +167,37 @@ def any_of(session: AsyncSession, column: Any, values: Iterable[Any]) -> Any:
     if session.get_bind().dialect.name == "postgresql":
         return column == any_(cast(bindparam(None, values, type_=ARRAY(column.type)), ARRAY(column.type)))
     return column.in_(values)
+
+
+def each_of(session: AsyncSession, query: Select[Any], key: Any, values: Iterable[Any]) -> Select[Any]:
+    """``query`` for the rows whose ``key`` is one of ``values``: one index probe per value on PostgreSQL.
+
+    For look-ups by the second column of a composite index, such as
+    subscribers by (environment_id, subscriber_id): :func:`any_of` there
+    leaves it to the planner whether the array is part of the index scan, and
+    with statistics older than the table's growth (the environment believed
+    to hold a row or two) it scanned every row of the environment and compared
+    each with every value: 36 ms for 100 subscriberIds among 20,000, and
+    growing with the environment. Here the values are unnested and each is
+    looked up on its own (a LATERAL subquery with LIMIT 1, which the planner
+    cannot turn into a join in another order), so the cost is the number of
+    values whatever the statistics say. ``query`` selects one entity or
+    columns, with the conditions that scope it (the environment); a key
+    matches at most one row. SQLite takes ``key IN values``.
+    """
+    values = list(dict.fromkeys(values))
+    if session.get_bind().dialect.name != "postgresql":
+        return query.where(key.in_(values))
+    array = cast(bindparam(None, values, type_=ARRAY(key.type)), ARRAY(key.type))
+    wanted = func.unnest(array).table_valued("value").render_derived(name="wanted")
+    match = query.where(key == wanted.c.value).limit(1).lateral("match")
+    [first] = query.column_descriptions[:1]
+    entity = first["entity"]
+    if len(query.column_descriptions) == 1 and first["expr"] is entity:
+        selected: list[Any] = [aliased(entity, match)]
+    else:
+        selected = list(match.c)
+    return select(*selected).select_from(wanted).join(match, true())
 
 
 async def without_transaction(session: AsyncSession) -> None:

@@ -1,0 +1,114 @@
+"""kit.db look-ups by a list of keys: the rows they find, and on PostgreSQL the plan they get."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sqlalchemy import select
+
+from herald.kit.db import any_of, create_engine, create_sessionmaker, each_of
+from herald.migrations import upgrade_async
+from herald.models import Subscriber
+
+INSERT_SUBSCRIBERS = (
+    "INSERT INTO subscribers (id, environment_id, organization_id, subscriber_id, channels, deleted, version,"
+    " created_at, updated_at) VALUES {rows}"
+)
+
+
+def _rows(prefix: str, count: int, environment: str = "env-a") -> str:
+    return ", ".join(
+        f"('{prefix}-id-{n}', '{environment}', 'org', '{prefix}-{n}', '[]', false, 0, '2026-01-01', '2026-01-01')"
+        for n in range(count)
+    )
+
+
+async def test_each_of_finds_each_key_once_within_the_scope(empty_database) -> None:
+    await upgrade_async(empty_database.url)
+    engine = create_engine(empty_database.url)
+    try:
+        async with engine.begin() as connection:
+            await connection.exec_driver_sql(INSERT_SUBSCRIBERS.format(rows=_rows("user", 5)))
+            await connection.exec_driver_sql(INSERT_SUBSCRIBERS.format(rows=_rows("user", 2, "env-b").replace("-id-", "-other-")))
+        async with create_sessionmaker(engine)() as session:
+            scoped = select(Subscriber.subscriber_id, Subscriber.id).where(Subscriber.environment_id == "env-a")
+            found = (await session.execute(each_of(session, scoped, Subscriber.subscriber_id, ["user-1", "user-3", "user-1", "nobody"]))).all()
+            assert sorted(tuple(row) for row in found) == [("user-1", "user-id-1"), ("user-3", "user-id-3")]
+
+            whole = select(Subscriber).where(Subscriber.environment_id == "env-b")
+            rows = list((await session.execute(each_of(session, whole, Subscriber.subscriber_id, ["user-0", "user-4"]))).scalars())
+            assert [(type(row), row.id, row.environment_id) for row in rows] == [(Subscriber, "user-other-0", "env-b")]
+
+            assert (await session.execute(each_of(session, scoped, Subscriber.subscriber_id, []))).all() == []
+    finally:
+        await engine.dispose()
+
+
+async def test_each_of_probes_the_index_per_key_when_the_statistics_are_stale(empty_database) -> None:
+    """Statistics taken when the environment held three subscribers, then 20,000 more: each key is still one probe.
+
+    The same look-up written with any_of is planned as a scan of the whole
+    environment that compares every subscriber with every key (the test
+    checks that first, so it shows the situation is the one that matters).
+    """
+    if empty_database.kind != "postgres":
+        pytest.skip("PostgreSQL's planner and its statistics")
+    await upgrade_async(empty_database.url)
+    engine = create_engine(empty_database.url, index_reads=True)  # as the workers' engines
+    try:
+        async with engine.connect() as connection:
+            await connection.execution_options(isolation_level="AUTOCOMMIT")
+            await connection.exec_driver_sql("ALTER TABLE subscribers SET (autovacuum_enabled = false)")
+            await connection.exec_driver_sql(INSERT_SUBSCRIBERS.format(rows=_rows("early", 3)))
+            await connection.exec_driver_sql("VACUUM ANALYZE subscribers")
+            await connection.exec_driver_sql(
+                "INSERT INTO subscribers (id, environment_id, organization_id, subscriber_id, channels, deleted, version,"
+                " created_at, updated_at) SELECT 'late-id-' || n, 'env-a', 'org', 'late-' || n, '[]', false, 0, now(), now()"
+                " FROM generate_series(1, 20000) AS n"
+            )
+        keys = [f"late-{n}" for n in range(1, 101)]
+        async with create_sessionmaker(engine)() as session:
+            scoped = select(Subscriber.subscriber_id, Subscriber.id).where(Subscriber.environment_id == "env-a")
+            before = await _analyzed_plan(session, scoped.where(any_of(session, Subscriber.subscriber_id, keys)))
+            # The environment read whole and compared with every key.
+            assert sum(node.get("Rows Removed by Filter", 0) for node in before) >= 19_900, before
+            plan = await _analyzed_plan(session, each_of(session, scoped, Subscriber.subscriber_id, keys))
+            assert sum(node.get("Rows Removed by Filter", 0) for node in plan) == 0, plan
+            probes = [node for node in plan if node.get("Relation Name") == "subscribers" or "Index Name" in node]
+            assert probes and all(node["Actual Loops"] == 100 for node in probes), plan
+            assert all("wanted.value" in node.get("Index Cond", node.get("Recheck Cond", "")) for node in probes), plan
+            assert len((await session.execute(each_of(session, scoped, Subscriber.subscriber_id, keys))).all()) == 100
+    finally:
+        await engine.dispose()
+
+
+async def _analyzed_plan(session, query) -> list[dict]:  # type: ignore[no-untyped-def]
+    """The nodes of the query's plan as run, planned as a statement the driver has prepared and run before.
+
+    asyncpg prepares every statement, and after a few runs PostgreSQL keeps a
+    generic plan for it, made without the parameters' values: the plan the
+    workers' look-ups get. ``force_generic_plan`` asks for that one at once.
+    """
+    compiled = query.compile(dialect=session.get_bind().dialect)
+    arguments = ", ".join(_literal(compiled.params[name]) for name in compiled.positiontup)
+    connection = await session.connection()
+    await connection.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+    await connection.exec_driver_sql(f"PREPARE lookup AS {compiled}")
+    explained = (await connection.exec_driver_sql(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE lookup({arguments})")).scalar_one()
+    await connection.exec_driver_sql("DEALLOCATE lookup")
+    [explained] = json.loads(explained) if isinstance(explained, str) else explained
+    nodes, pending = [], [explained["Plan"]]
+    while pending:
+        node = pending.pop()
+        nodes.append(node)
+        pending.extend(node.get("Plans", []))
+    return nodes
+
+
+def _literal(value: object) -> str:
+    if isinstance(value, list):
+        return "ARRAY[" + ", ".join(_literal(item) for item in value) + "]"
+    if isinstance(value, int):
+        return str(value)
+    return "'" + str(value).replace("'", "''") + "'"

@@ -64,8 +64,8 @@ class GroupCommit(Generic[Item, Outcome]):
     async def _drain(self) -> None:
         batch: list[tuple[Item, asyncio.Future[Outcome]]] = []
         try:
-            await self._gather()
             while self._pending:
+                await self._gather()
                 batch, self._pending = self._pending[: self._max_batch], self._pending[self._max_batch :]
                 await self._write_batch(batch)
         except BaseException as exc:  # cancelled (shutdown): nobody may be left waiting
@@ -75,7 +75,7 @@ class GroupCommit(Generic[Item, Outcome]):
             raise
 
     async def _gather(self) -> None:
-        """Let the requests the event loop already has in hand join the first batch.
+        """Let the requests the event loop already has in hand join the batch about to be written.
 
         The writer starts with the first caller, while other requests that
         arrived with it are still being read and parsed. Each pass of the loop
@@ -83,6 +83,15 @@ class GroupCommit(Generic[Item, Outcome]):
         nobody new (at once for a caller alone). Over HTTP at 32 concurrent
         clients this took batches from about 11 triggers to about 30, each
         batch's transaction shared three times as widely.
+
+        Every batch gathers, not only the first. The requests read while a
+        batch was written (on SQLite the write holds the event loop) reach
+        ``submit`` over the passes after it; a batch taken at once held only
+        those queued during the write, and the rest made a small batch of their
+        own. Batches alternated between a few triggers and twenty (11.7 on
+        average at 32 clients over HTTP, 26.9 gathering every batch), and
+        SQLite trigger acceptance at 32 clients went from 38-50% of the
+        framework's ceiling to 58-63%.
         """
         for _ in range(GATHER_PASSES):
             waiting = len(self._pending)

@@ -81,6 +81,49 @@ async def test_callers_arriving_as_the_writer_starts_join_its_first_batch(app: F
     assert await count_tenants(app, tenancy.environment_id, "gc-gather-") == 5
 
 
+async def test_callers_reaching_submit_just_after_a_write_join_those_queued_during_it(app: FastAPI, tenancy) -> None:
+    # Every batch gathers late arrivals before it is written, as the first does.
+    # Requests the event loop read while a batch was written (on SQLite the
+    # write holds the loop) reach submit one pass after another once it
+    # returns. Written straight away, the batch took only the callers queued
+    # during the write and the others made a small batch of their own: at 32
+    # clients over HTTP batches alternated between a few triggers and twenty
+    # (11.7 on average; 26.9 gathering every batch).
+    batches: list[list[str]] = []
+    release = asyncio.Event()
+    late = [f"gc-late-{n}" for n in range(6)]
+    arrivals: list[asyncio.Task[str]] = []
+
+    async def arrive_after(passes: int, name: str) -> str:
+        for _ in range(passes):
+            await asyncio.sleep(0)
+        return await recorder.submit(name)
+
+    async def write(session: AsyncSession, names: Sequence[str]) -> list[str]:
+        batches.append(list(names))
+        if len(batches) == 1:
+            await release.wait()  # a slow write, while others queue behind it
+            arrivals.extend(asyncio.create_task(arrive_after(n, name)) for n, name in enumerate(late))
+        session.add_all(tenant_rows(tenancy.environment_id, tenancy.organization_id, names))
+        return [f"wrote {name}" for name in names]
+
+    recorder: GroupCommit[str, str] = GroupCommit(app.state.sessionmaker, write)
+    first = asyncio.create_task(recorder.submit("gc-late-first"))
+    while not batches:
+        await asyncio.sleep(0)
+    queued = [f"gc-late-queued-{n}" for n in range(3)]
+    waiting = [asyncio.create_task(recorder.submit(name)) for name in queued]
+    for _ in range(3):
+        await asyncio.sleep(0)
+    release.set()
+
+    assert await first == "wrote gc-late-first"
+    assert [await task for task in waiting] == [f"wrote {name}" for name in queued]
+    assert [await task for task in arrivals] == [f"wrote {name}" for name in late]
+    assert batches == [["gc-late-first"], queued + late]
+    assert await count_tenants(app, tenancy.environment_id, "gc-late-") == 10
+
+
 async def test_an_item_refused_by_the_use_case_fails_alone(app: FastAPI, tenancy) -> None:
     async def write(session: AsyncSession, names: Sequence[str]) -> list[str | Exception]:
         kept = [name for name in names if not name.endswith("-bad")]

@@ -31,6 +31,7 @@ from sqlalchemy.dialects.sqlite.aiosqlite import (
     AsyncAdapt_aiosqlite_ss_cursor,
     SQLiteDialect_aiosqlite,
 )
+from sqlalchemy.dialects.sqlite.base import SQLiteCompiler
 from sqlalchemy.util.concurrency import await_
 
 
@@ -209,9 +210,23 @@ class _SqliteAsAiosqlite:
         stop = None
 
 
+class HintedSQLiteCompiler(SQLiteCompiler):
+    """SQLite's compiler, writing table hints: ``with_hint(table, "INDEXED BY ix", "sqlite")``.
+
+    SQLite has no statistics unless it is asked to gather them, and for a
+    query that both filters and orders it may prefer an index that gives the
+    order over one that finds the few rows. ``INDEXED BY`` after the table's
+    name says which; SQLAlchemy's SQLite compiler leaves table hints out.
+    """
+
+    def get_from_hint_text(self, table: Any, text: str | None) -> str | None:
+        return text
+
+
 class SQLiteDialect_inline(SQLiteDialect_aiosqlite):
     driver = "heraldinline"
     supports_statement_cache = True
+    statement_compiler = HintedSQLiteCompiler
 
     @classmethod
     def import_dbapi(cls) -> InlineDBAPI:  # type: ignore[override]

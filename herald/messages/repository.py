@@ -291,9 +291,15 @@ class MessageRepository:
             conditions.append(Message.subscriber_id == subscriber_id)
         if channel is not None:
             conditions.append(Message.channel == channel)
+        query = select(Message)
         if transaction_ids:
             conditions.append(Message.transaction_id.in_(transaction_ids))
-        return select(Message).where(*conditions).order_by(*NEWEST_FIRST)
+            # A few transactions' messages, found by their index and sorted. SQLite,
+            # with no statistics to tell how few, preferred the index that gives the
+            # order and scanned the whole environment for them (a client polling for
+            # its transactions held the event loop, and the worker with it).
+            query = query.with_hint(Message, "INDEXED BY ix_messages_environment_transaction", "sqlite")
+        return query.where(*conditions).order_by(*NEWEST_FIRST)
 
     async def list_messages(
         self,

@@ -847,3 +847,20 @@ async def test_the_message_list_reads_the_environment_newest_first_from_its_inde
         plan = await _plan(app, query.limit(10), forbid_sort=True)
         assert "ix_messages_environment_created" in plan, plan
         assert "TEMP B-TREE" not in plan and "Sort" not in plan, plan
+
+
+async def test_the_message_list_finds_given_transactions_by_their_index(app: FastAPI, subscriber, other_subscriber) -> None:
+    """GET /v1/messages?transactionId=...: the few transactions' messages by their index, not a scan of the environment.
+
+    The environment's newest-first index gives the list's order, and SQLite,
+    with no statistics, preferred it: every message of the environment read to
+    find a polling client's transactions.
+    """
+    mine = await insert_messages(app, subscriber, 2)
+    await insert_messages(app, other_subscriber, 60)
+    async with app.state.sessionmaker() as session:
+        query = MessageRepository(session).list_query(
+            subscriber["_environmentId"], subscriber_id=None, channel="in_app", transaction_ids=[m.transaction_id for m in mine]
+        )
+    plan = await _plan(app, query.limit(10), analyze=True)
+    assert "ix_messages_environment_transaction" in plan, plan

@@ -39,13 +39,12 @@ LEASED = text("jobs.status = 'running'")  # ix_jobs_leased
 # vacuum, and every job passes through 'running': with the guard written as
 # LEASED, the planner (which counts only live rows, a hundred or so) answered
 # the batch's finish from that partial index, through the entries of every
-# job that had ever run since the last vacuum. After a minute of sustained
-# delivery that was 251,600 entries and 13,450 heap pages, 17 ms a finish, the
-# largest share of PostgreSQL's time, and the reason delivery fell from 4,400
-# to 3,200 messages/s within half a minute. Written this way only the primary
-# key can find the rows: a tenth of a millisecond for a hundred jobs, however
-# long since the last vacuum. (On a table of a few thousand jobs the planner
-# may read the whole primary key instead, which at that size is as cheap.)
+# job that had ever run since the last vacuum: after a minute of sustained
+# delivery, about 17 ms a finish. Written this way only the primary key can
+# find the rows: a tenth of a millisecond for a hundred jobs, however long
+# since the last vacuum (tests/engine/test_queue.py checks the plan). On a
+# table of a few thousand jobs the planner may read the whole primary key
+# instead, which at that size is as cheap.
 HELD = text("jobs.status IN ('running', '')")
 OPEN_DIGEST = text("jobs.status = 'delayed' AND jobs.step_type = 'digest'")  # uq_jobs_open_digest
 WAKE_CHANNEL = "herald_jobs"

@@ -78,7 +78,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment for Herald's processes (repeatable), e.g. HERALD_WORKER_CONCURRENCY=16")
     parser.add_argument("--no-write", action="store_true", help="print the table only; leave docs/performance.md alone")
     parser.add_argument("--output", type=Path, default=report.DOCS, help="where the dated section is appended (default docs/performance.md)")
-    parser.add_argument("--keep", action="store_true", help="keep the temp folder (logs, SQLite file) after the run")
+    parser.add_argument("--keep", action="store_true", help="keep the temp folder (logs, SQLite file) and the PostgreSQL database after the run")
     parser.add_argument("--timeout", type=float, default=3600.0, help="give up on the whole run after this many seconds (default 3600)")
     parser.add_argument("--seed-db", action="store_true", help="create the fan-out audience straight in the store instead of one POST /v1/subscribers each (setup only; the fan-out itself is measured the same way)")
     parser.add_argument("--profile", action="store_true", help="record a py-spy profile of the API process during trigger acceptance (needs py-spy)")
@@ -407,10 +407,13 @@ async def execute(options: Options) -> Run:
         await asyncio.wait_for(_measure(run), timeout=options.timeout)
     finally:
         environment.stop_all()
-        try:
-            await store.drop()
-        except Exception as exc:
-            print(f"could not drop database {store.database}: {exc}", file=sys.stderr)
+        if options.keep and store.database:
+            run.say(f"kept database {store.database}")
+        else:
+            try:
+                await store.drop()
+            except Exception as exc:
+                print(f"could not drop database {store.database}: {exc}", file=sys.stderr)
         if options.keep:
             run.say(f"kept {folder}")
         else:

@@ -47,6 +47,9 @@ LEASED = text("jobs.status = 'running'")  # ix_jobs_leased
 # instead, which at that size is as cheap.
 HELD = text("jobs.status IN ('running', '')")
 OPEN_DIGEST = text("jobs.status = 'delayed' AND jobs.step_type = 'digest'")  # uq_jobs_open_digest
+# Jobs at a digest step, waiting for a worker or being run by one (a digest's
+# own close among them): what a digest about to close asks about.
+DIGEST_ARRIVING = text("jobs.step_type = 'digest' AND jobs.status IN ('queued', 'running')")  # ix_jobs_digest_arriving
 WAKE_CHANNEL = "herald_jobs"
 # Requests an API process answers at once before its workers give way to it
 # (engine/worker.py). A trigger batch of this many triggers means as many

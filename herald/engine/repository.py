@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.engine.queue import OPEN_DIGEST
+from herald.engine.queue import DIGEST_ARRIVING, LEASED, OPEN_DIGEST, WAITING
 from herald.kit.bulk import insert_rows
 from herald.kit.db import any_of, each_of
 from herald.kit.ids import new_id
@@ -320,6 +320,56 @@ class EngineRepository:
         )
         return [row[0] for row in result.all()]
 
+    async def digest_arrivals(self, master: Job, window_end: datetime) -> list[dict[str, Any]]:
+        """Payloads of events triggered by ``window_end`` whose job is at this digest's step and not yet run.
+
+        Queued for a worker or being run by one (``ix_jobs_digest_arriving``);
+        the digest's own job and other digests closing (their digest_key is
+        set) are not arrivals. The caller keeps those of its digest key.
+        """
+        result = await self.session.execute(
+            select(Event.payload)
+            .join(Job, Job.event_id == Event.id)
+            .where(
+                DIGEST_ARRIVING,
+                Job.workflow_id == master.workflow_id,
+                Job.step_id == master.step_id,
+                Job.subscriber_id == master.subscriber_id,
+                Job.digest_key.is_(None),
+                Job.id != master.id,
+                Event.created_at <= window_end,
+            )
+        )
+        return [row[0] or {} for row in result.all()]
+
+    async def triggers_being_expanded(self, workflow_id: str | None, triggered_by: datetime) -> int:
+        """Triggers of the workflow accepted by ``triggered_by`` and not yet turned into their subscribers' jobs.
+
+        Their subscribers are not known until they are expanded. Those a
+        worker runs are read from ``ix_jobs_leased``; those waiting for one
+        from ``ix_jobs_due``, up to ``triggered_by`` (a trigger waits from when
+        it was accepted), a range the queue, claiming oldest first, has
+        already emptied when a digest due then is claimed.
+        """
+        running = select(Job.id).where(LEASED, Job.kind == "event", Job.workflow_id == workflow_id, Job.created_at <= triggered_by)
+        waiting = select(Job.id).where(WAITING, Job.run_at <= triggered_by, Job.kind == "event", Job.workflow_id == workflow_id)
+        return len((await self.session.execute(running.union_all(waiting))).all())
+
+    async def closing_digests(self, job: Job, digest_key: str) -> Sequence[Job]:
+        """Digests of this step, subscriber and key that a worker is closing now (read from ``ix_jobs_leased``)."""
+        result = await self.session.execute(
+            select(Job).where(
+                LEASED,
+                Job.step_type == "digest",
+                Job.workflow_id == job.workflow_id,
+                Job.step_id == job.step_id,
+                Job.subscriber_id == job.subscriber_id,
+                Job.digest_key == digest_key,
+                Job.id != job.id,
+            )
+        )
+        return result.scalars().all()
+
     async def recent_digest_jobs(self, job: Job, digest_key: str, since: datetime) -> int:
         """Other jobs of this digest step for the subscriber and key created since ``since``."""
         return int(
@@ -370,7 +420,7 @@ class EngineRepository:
         heir.merged_into = None
         heir.locked_until = None
         heir.attempts = 0
-        heir.data = {**(heir.data or {}), "digest_open": True}
+        heir.data = {**(heir.data or {}), "digest_open": True, "window_end": (master.data or {}).get("window_end")}
         heir.updated_at = now
         await self.session.flush()  # the open-digest index speaks here
         await self.session.execute(

@@ -100,6 +100,15 @@ class Job(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
             postgresql_where=text("status = 'delayed' AND step_type = 'digest'"),
         ),
         Index("ix_jobs_merged_into", "merged_into"),
+        # Events on their way to a digest that is about to close (migration 0006).
+        Index(
+            "ix_jobs_digest_arriving",
+            "workflow_id",
+            "step_id",
+            "subscriber_id",
+            sqlite_where=text("step_type = 'digest' AND status IN ('queued', 'running')"),
+            postgresql_where=text("step_type = 'digest' AND status IN ('queued', 'running')"),
+        ),
     )
 
     kind: Mapped[str] = mapped_column(String(16))

@@ -286,18 +286,25 @@ _RELEASE_POSTGRESQL = text(
 
 async def settle_rest_of_chain(session: AsyncSession, job: Job, status: str) -> int:
     """Give the steps after ``job`` a final status (halted, merged into a digest, canceled)."""
-    if job.notification_id is None or job.step_index is None:
-        return 0
-    result = await session.execute(
-        update(Job)
-        .where(
-            Job.notification_id == job.notification_id,
-            Job.step_index > job.step_index,
-            Job.status == "pending",
+    return await settle_rest_of_chains(session, [job], status)
+
+
+async def settle_rest_of_chains(session: AsyncSession, jobs: Sequence[Job], status: str) -> int:
+    """:func:`settle_rest_of_chain` for many jobs: one statement per step index among them."""
+    notifications: dict[int, list[str]] = {}
+    for job in jobs:
+        if job.notification_id is not None and job.step_index is not None:
+            notifications.setdefault(job.step_index, []).append(job.notification_id)
+    settled = 0
+    for step_index, ids in notifications.items():
+        result = await session.execute(
+            update(Job)
+            .where(any_of(session, Job.notification_id, ids), Job.step_index > step_index, Job.status == "pending")
+            .values(status=status, updated_at=utcnow()),
+            execution_options={"synchronize_session": False},
         )
-        .values(status=status, updated_at=utcnow())
-    )
-    return int(result.rowcount or 0)  # type: ignore[attr-defined]
+        settled += int(result.rowcount or 0)  # type: ignore[attr-defined]
+    return settled
 
 
 async def extend_leases(session: AsyncSession, job_ids: Sequence[str], worker_id: str, lease_seconds: float) -> list[str]:

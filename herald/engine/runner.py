@@ -293,6 +293,10 @@ class JobRunner:
                 pairs = [(ctx, outcome) for ctx, outcome in pairs if not final(outcome)]
             except Exception:
                 logger.warning("writing %d step results together failed; writing them one by one", len(together), exc_info=True)
+        merges = [(ctx, outcome) for ctx, outcome in pairs if isinstance(outcome, StepOutcome) and outcome.status == "merged"]
+        if merges:
+            written = await self._merge_many(merges)
+            pairs = [(ctx, outcome) for ctx, outcome in pairs if ctx.job.id not in written]
         for ctx, outcome in pairs:
             await self._guarded(ctx.job, partial(self._finish_step, ctx, outcome))
 
@@ -413,6 +417,44 @@ class JobRunner:
                 details += _detail_rows(ctx.job, [_queued(ctx, ctx.job), *outcome.details, *extra])
             await repository.add_details(details)
             await queue.queue_next_steps(session, released)
+
+    async def _merge_many(self, pairs: list[tuple[StepContext, StepOutcome]]) -> set[str]:
+        """Write merges into digests, one transaction per digest; returns the ids of the jobs settled.
+
+        A burst of events for one digest reaches its step a batch at a time;
+        written one by one, each merge took its own transaction and the
+        digest's row lock in turn (about a tenth of the cost of delivering an
+        in-app message, ten times over). Here the digest is locked once and the
+        batch's merges into it written in a few statements, guarded by the
+        lease as a batch's finish is. The merges of a digest that closed
+        meanwhile, or whose transaction failed, are left to the one-by-one
+        path, which works their digest out again.
+        """
+        by_digest: dict[str, list[tuple[StepContext, StepOutcome]]] = {}
+        for ctx, outcome in pairs:
+            by_digest.setdefault(outcome.merged_into or "", []).append((ctx, outcome))
+        written: set[str] = set()
+        for digest_id, group in by_digest.items():
+            try:
+                async with self.sessionmaker() as session, session.begin():
+                    master = await queue.lock_job(session, digest_id)
+                    if master is None or master.status != "delayed":
+                        continue
+                    rows = [
+                        queue.outcome_row(ctx.job, status="merged", merged_into=digest_id, digest_key=outcome.digest_key)
+                        for ctx, outcome in group
+                    ]
+                    done = await queue.finish_jobs(session, self.worker_id, rows)
+                    if len(done) < len(group):
+                        logger.info("%d of %d jobs were taken over by another worker", len(group) - len(done), len(group))
+                    merged = [(ctx, outcome) for ctx, outcome in group if ctx.job.id in done]
+                    await queue.settle_rest_of_chains(session, [ctx.job for ctx, _ in merged], "merged")
+                    details = [row for ctx, outcome in merged for row in _detail_rows(ctx.job, [_queued(ctx, ctx.job), *outcome.details])]
+                    await EngineRepository(session).add_details(details)
+                written |= {ctx.job.id for ctx, _ in group}  # merged, or another worker's now
+            except Exception:
+                logger.warning("writing %d merges into digest %s together failed; writing them one by one", len(group), digest_id, exc_info=True)
+        return written
 
     async def _settle(
         self, session: AsyncSession, job: Job, step: dict[str, Any], outcome: StepOutcome, released: list[Job] | None = None

@@ -6,6 +6,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.kit.db import each_of
 from herald.models import Integration, Message, Subscriber, TopicSubscriber
 
 # Bound parameters per IN (...) list: far below SQLite's and asyncpg's limits.
@@ -31,11 +32,12 @@ class SubscriberRepository:
         unique_ids = list(dict.fromkeys(subscriber_ids))
         for start in range(0, len(unique_ids), LOOKUP_CHUNK):
             chunk = unique_ids[start : start + LOOKUP_CHUNK]
-            result = await self.session.execute(
-                select(Subscriber).where(
-                    Subscriber.environment_id == environment_id, Subscriber.subscriber_id.in_(chunk)
-                )
-            )
+            # One index probe per id (kit.db.each_of): with IN and statistics
+            # older than the environment's growth, PostgreSQL read the whole
+            # environment for every batch (POST /v1/subscribers/bulk creating
+            # 100,000 subscribers: 2,022 a second).
+            query = select(Subscriber).where(Subscriber.environment_id == environment_id)
+            result = await self.session.execute(each_of(self.session, query, Subscriber.subscriber_id, chunk))
             found.extend(result.scalars())
         return found
 
@@ -55,9 +57,13 @@ class SubscriberRepository:
 
     async def insert(self, subscriber: Subscriber) -> bool:
         """Insert a new subscriber; False when its subscriberId was taken meanwhile (a concurrent create)."""
+        return await self.insert_all([subscriber])
+
+    async def insert_all(self, subscribers: Sequence[Subscriber]) -> bool:
+        """Insert new subscribers together; False, with none inserted, when a subscriberId was taken meanwhile."""
         try:
             async with self.session.begin_nested():
-                self.session.add(subscriber)
+                self.session.add_all(subscribers)
                 await self.session.flush()
         except IntegrityError:
             return False

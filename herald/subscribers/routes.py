@@ -10,6 +10,8 @@ from herald.kit.pagination import PageDep, paginated
 from herald.kit.schemas import ERROR_RESPONSES, DataResponse, PaginatedResponse
 from herald.subscribers import service
 from herald.subscribers.schemas import (
+    BulkCreateSubscribersRequest,
+    BulkCreateSubscribersResponse,
     ChatOrPushProviderId,
     CreateSubscriberRequest,
     RemoveSubscriberResponse,
@@ -41,6 +43,19 @@ async def upsert_subscriber(
     """Creates the subscriber, or updates the one with this subscriberId: only the fields sent change."""
     subscriber = await service.upsert_subscriber(session, principal, body)
     return DataResponse(data=service.to_schema(subscriber))
+
+
+@v1.post(
+    "/bulk",
+    status_code=201,
+    response_model=DataResponse[BulkCreateSubscribersResponse],
+    summary="Create or update up to 500 subscribers",
+)
+async def bulk_upsert_subscribers(
+    body: BulkCreateSubscribersRequest, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[BulkCreateSubscribersResponse]:
+    """Each subscriber is created, or updated as ``POST /v1/subscribers`` updates it, in the order sent."""
+    return DataResponse(data=await service.bulk_upsert_subscribers(session, principal, body.subscribers))
 
 
 @v1.get("/{subscriberId}", response_model=DataResponse[Subscriber], summary="Get a subscriber")

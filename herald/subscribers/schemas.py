@@ -200,6 +200,29 @@ class CreateSubscriberRequest(SubscriberFieldsRequest):
         return value
 
 
+class BulkCreateSubscribersRequest(RequestSchema):
+    """Body of ``POST /v1/subscribers/bulk``: up to 500 subscribers, each created or updated as ``POST /v1/subscribers`` does."""
+
+    subscribers: list[CreateSubscriberRequest] = Field(max_length=500)
+
+
+class ChangedSubscriber(Schema):
+    subscriberId: str
+
+
+class FailedSubscriber(Schema):
+    message: str
+    subscriberId: str | None = None
+
+
+class BulkCreateSubscribersResponse(Schema):
+    """What became of each subscriber sent, in the order sent (a subscriberId sent twice is created, then updated)."""
+
+    updated: list[ChangedSubscriber]
+    created: list[ChangedSubscriber]
+    failed: list[FailedSubscriber]
+
+
 class UpdateSubscriberRequest(SubscriberFieldsRequest):
     """Body of ``PUT /v1/subscribers/{subscriberId}`` and ``PATCH /v2/subscribers/{subscriberId}``."""
 

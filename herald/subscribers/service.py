@@ -21,7 +21,10 @@ from herald.models import Subscriber
 from herald.subscribers.channels import TooManyDeviceTokens, merge_channel
 from herald.subscribers.repository import SubscriberRepository
 from herald.subscribers.schemas import (
+    BulkCreateSubscribersResponse,
+    ChangedSubscriber,
     CreateSubscriberRequest,
+    FailedSubscriber,
     SubscriberFieldsRequest,
     UpdateSubscriberChannelRequest,
 )
@@ -125,7 +128,14 @@ async def _apply(
     subscriber: Subscriber,
     request: SubscriberFieldsRequest,
 ) -> bool:
-    """Set the attributes present in the body; True when anything changed."""
+    """Set the attributes present in the body; True when anything changed.
+
+    The channels are worked out first: a channel that cannot be set (no such
+    integration) raises before any attribute has changed.
+    """
+    channels = list(subscriber.channels or [])
+    for channel in request.channels or []:
+        channels = await _channels_with(repository, principal, channels, channel, replace=False)
     changed = False
     given = request.model_fields_set
     for field, column in ATTRIBUTES.items():
@@ -137,19 +147,29 @@ async def _apply(
         if getattr(subscriber, column) != value:
             setattr(subscriber, column, value)
             changed = True
-    if request.channels:
-        channels = list(subscriber.channels or [])
-        for channel in request.channels:
-            channels = await _channels_with(repository, principal, channels, channel, replace=False)
-        if channels != (subscriber.channels or []):
-            subscriber.channels = channels
-            changed = True
+    if channels != (subscriber.channels or []):
+        subscriber.channels = channels
+        changed = True
     return changed
 
 
 def _touch(subscriber: Subscriber) -> None:
     subscriber.version = (subscriber.version or 0) + 1
     subscriber.updated_at = utcnow()
+
+
+def _new_subscriber(principal: Principal, subscriber_id: str) -> Subscriber:
+    now = utcnow()
+    return Subscriber(
+        environment_id=principal.environment_id,
+        organization_id=principal.organization_id,
+        subscriber_id=subscriber_id,
+        channels=[],
+        deleted=False,
+        version=0,
+        created_at=now,
+        updated_at=now,
+    )
 
 
 async def upsert_subscriber(
@@ -162,17 +182,7 @@ async def upsert_subscriber(
     repository = SubscriberRepository(session)
     existing = await repository.get_by_subscriber_id(principal.environment_id, request.subscriberId)
     if existing is None:
-        now = utcnow()
-        subscriber = Subscriber(
-            environment_id=principal.environment_id,
-            organization_id=principal.organization_id,
-            subscriber_id=request.subscriberId,
-            channels=[],
-            deleted=False,
-            version=0,
-            created_at=now,
-            updated_at=now,
-        )
+        subscriber = _new_subscriber(principal, request.subscriberId)
         await _apply(repository, principal, subscriber, request)
         if await repository.insert(subscriber):
             return subscriber
@@ -185,6 +195,49 @@ async def upsert_subscriber(
         _touch(existing)
         await session.flush()
     return existing
+
+
+async def bulk_upsert_subscribers(
+    session: AsyncSession, principal: Principal, requests: Sequence[CreateSubscriberRequest]
+) -> BulkCreateSubscribersResponse:
+    """``POST /v1/subscribers/bulk``: each subscriber created or updated as :func:`upsert_subscriber` does, in order.
+
+    The subscribers already known are read at once and the new ones inserted
+    together, so a batch costs a few statements rather than a few per
+    subscriber. A subscriber whose channels cannot be set (no active
+    integration for a provider) is left as it was and reported in ``failed``
+    with the reason; the others are written.
+    """
+    repository = SubscriberRepository(session)
+    ids = [request.subscriberId for request in requests]
+    known = {s.subscriber_id: s for s in await repository.find_by_subscriber_ids(principal.environment_id, ids)}
+    created: dict[str, Subscriber] = {}
+    applied: list[CreateSubscriberRequest] = []
+    outcome = BulkCreateSubscribersResponse(updated=[], created=[], failed=[])
+    for request in requests:
+        existing = known.get(request.subscriberId)
+        subscriber = existing or _new_subscriber(principal, request.subscriberId)
+        try:
+            changed = await _apply(repository, principal, subscriber, request)
+        except UnprocessableError as exc:
+            outcome.failed.append(FailedSubscriber(message=exc.message, subscriberId=request.subscriberId))
+            continue
+        applied.append(request)
+        if existing is None:
+            known[request.subscriberId] = created[request.subscriberId] = subscriber
+            outcome.created.append(ChangedSubscriber(subscriberId=request.subscriberId))
+            continue
+        if changed and request.subscriberId not in created:
+            _touch(existing)
+        outcome.updated.append(ChangedSubscriber(subscriberId=request.subscriberId))
+    await session.flush()  # the updates, outside the inserts' savepoint
+    if created and not await repository.insert_all(list(created.values())):
+        # One of them was created by a concurrent request since the look-up:
+        # their requests are applied again one at a time, to what is stored now.
+        for request in applied:
+            if request.subscriberId in created:
+                await upsert_subscriber(session, principal, request)
+    return outcome
 
 
 async def update_subscriber(

@@ -57,16 +57,7 @@ async def test_each_of_probes_the_index_per_key_when_the_statistics_are_stale(em
     await upgrade_async(empty_database.url)
     engine = create_engine(empty_database.url, index_reads=True)  # as the workers' engines
     try:
-        async with engine.connect() as connection:
-            await connection.execution_options(isolation_level="AUTOCOMMIT")
-            await connection.exec_driver_sql("ALTER TABLE subscribers SET (autovacuum_enabled = false)")
-            await connection.exec_driver_sql(INSERT_SUBSCRIBERS.format(rows=_rows("early", 3)))
-            await connection.exec_driver_sql("VACUUM ANALYZE subscribers")
-            await connection.exec_driver_sql(
-                "INSERT INTO subscribers (id, environment_id, organization_id, subscriber_id, channels, deleted, version,"
-                " created_at, updated_at) SELECT 'late-id-' || n, 'env-a', 'org', 'late-' || n, '[]', false, 0, now(), now()"
-                " FROM generate_series(1, 20000) AS n"
-            )
+        await grow_after_statistics(engine)
         keys = [f"late-{n}" for n in range(1, 101)]
         async with create_sessionmaker(engine)() as session:
             scoped = select(Subscriber.subscriber_id, Subscriber.id).where(Subscriber.environment_id == "env-a")
@@ -83,6 +74,31 @@ async def test_each_of_probes_the_index_per_key_when_the_statistics_are_stale(em
         await engine.dispose()
 
 
+async def grow_after_statistics(engine) -> None:  # type: ignore[no-untyped-def]
+    """Statistics taken when env-a held three subscribers, then 20,000 more (late-1 ... late-20000) and no autovacuum."""
+    async with engine.connect() as connection:
+        await connection.execution_options(isolation_level="AUTOCOMMIT")
+        await connection.exec_driver_sql("ALTER TABLE subscribers SET (autovacuum_enabled = false)")
+        await connection.exec_driver_sql(INSERT_SUBSCRIBERS.format(rows=_rows("early", 3)))
+        await connection.exec_driver_sql("VACUUM ANALYZE subscribers")
+        await connection.exec_driver_sql(
+            "INSERT INTO subscribers (id, environment_id, organization_id, subscriber_id, channels, deleted, version,"
+            " created_at, updated_at) SELECT 'late-id-' || n, 'env-a', 'org', 'late-' || n, '[]', false, 0, now(), now()"
+            " FROM generate_series(1, 20000) AS n"
+        )
+
+
+def plan_nodes(explained: object) -> list[dict]:
+    """Every node of an ``EXPLAIN (FORMAT JSON)`` answer."""
+    [explained] = json.loads(explained) if isinstance(explained, str) else explained  # type: ignore[misc]
+    nodes, pending = [], [explained["Plan"]]
+    while pending:
+        node = pending.pop()
+        nodes.append(node)
+        pending.extend(node.get("Plans", []))
+    return nodes
+
+
 async def _analyzed_plan(session, query) -> list[dict]:  # type: ignore[no-untyped-def]
     """The nodes of the query's plan as run, planned as a statement the driver has prepared and run before.
 
@@ -97,13 +113,7 @@ async def _analyzed_plan(session, query) -> list[dict]:  # type: ignore[no-untyp
     await connection.exec_driver_sql(f"PREPARE lookup AS {compiled}")
     explained = (await connection.exec_driver_sql(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE lookup({arguments})")).scalar_one()
     await connection.exec_driver_sql("DEALLOCATE lookup")
-    [explained] = json.loads(explained) if isinstance(explained, str) else explained
-    nodes, pending = [], [explained["Plan"]]
-    while pending:
-        node = pending.pop()
-        nodes.append(node)
-        pending.extend(node.get("Plans", []))
-    return nodes
+    return plan_nodes(explained)
 
 
 def _literal(value: object) -> str:

@@ -119,3 +119,25 @@ async def test_sdk_reads_a_refused_trigger_as_its_validation_error(server_url: s
     assert error.data.status_code == 422
     assert error.data.message == "workflow_not_found"
     assert error.data.errors["general"].messages == ["workflow_not_found"]
+
+
+async def test_sdk_creates_subscribers_in_bulk(server_url: str, api: httpx.AsyncClient, tenancy: Tenancy) -> None:
+    novu = Novu(secret_key=tenancy.api_key, server_url=server_url)
+    existing = await create_subscriber(api)
+    fresh = f"sdk-bulk-{tenancy.environment_id}"
+
+    def bulk() -> novu_py.BulkCreateSubscriberResponseDto:
+        return novu.subscribers.create_bulk(
+            bulk_subscriber_create_dto={
+                "subscribers": [
+                    {"subscriber_id": fresh, "first_name": "Fresh"},
+                    {"subscriber_id": existing["subscriberId"], "last_name": "Known"},
+                ]
+            }
+        ).result
+
+    outcome = await asyncio.to_thread(bulk)
+    assert [item.subscriber_id for item in outcome.created] == [fresh]
+    assert [item.subscriber_id for item in outcome.updated] == [existing["subscriberId"]]
+    assert outcome.failed == []
+    assert (await api.get(f"/v1/subscribers/{fresh}")).json()["data"]["firstName"] == "Fresh"

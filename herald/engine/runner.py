@@ -293,6 +293,13 @@ class JobRunner:
                 pairs = [(ctx, outcome) for ctx, outcome in pairs if not final(outcome)]
             except Exception:
                 logger.warning("writing %d step results together failed; writing them one by one", len(together), exc_info=True)
+        # Digests kept open go before the merges: an event of the same batch may
+        # merge into one that was being closed (steps.digest).
+        kept_open = {ctx.job.id for ctx, _ in pairs if (ctx.job.data or {}).get("digest_open")}
+        for ctx, outcome in pairs:
+            if ctx.job.id in kept_open:
+                await self._guarded(ctx.job, partial(self._finish_step, ctx, outcome))
+        pairs = [(ctx, outcome) for ctx, outcome in pairs if ctx.job.id not in kept_open]
         merges = [(ctx, outcome) for ctx, outcome in pairs if isinstance(outcome, StepOutcome) and outcome.status == "merged"]
         if merges:
             written = await self._merge_many(merges)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -19,6 +20,7 @@ from fastapi import FastAPI
 from sqlalchemy import event, select, update
 
 from herald.engine.repository import EngineRepository
+from herald.engine.steps import digest as digest_step
 from herald.engine.worker import Worker
 from herald.kit.time import utcnow
 from herald.models import Event, Job
@@ -191,3 +193,29 @@ async def test_the_questions_before_a_close_read_partial_indexes(
             reads = [str(row[-1]) for row in plan if " jobs" in str(row[-1])]
             # A partial index may be read whole ("SCAN jobs USING INDEX"): it holds only the jobs asked about.
             assert reads and all("USING INDEX ix_jobs_" in read for read in reads), (statement, reads)
+
+
+async def test_an_event_in_the_batch_that_closes_its_digest_merges_without_waiting(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The close and the event run in one batch: the event cannot wait for a close its own batch writes."""
+    subscriber, name, master = await open_digest(api, app, worker)
+    second = await trigger(api, name, subscriber["subscriberId"], payload={"n": 2})
+    await fast_forward(app, master.transaction_id)  # due after the second trigger's expansion: one claim takes both
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await asyncio.sleep(seconds)
+
+    monkeypatch.setattr(digest_step, "asyncio", SimpleNamespace(sleep=sleep))
+    assert await worker.run_once() == 2
+
+    assert waits == []
+    kept = await get_job(app, master.id)
+    assert kept.status == "delayed"
+    assert await last_pending(app, master) == "Digest kept open: events triggered within its window are on their way (1 at its step)"
+    [step, _] = [job for job in await jobs_of(app, second["transactionId"]) if job.kind == "step"]
+    assert (step.status, step.merged_into) == ("merged", master.id)
+    await close_digest(app, worker, master)
+    assert await inbox(app, tenancy, subscriber) == ["2 events: 1 2 "]

@@ -157,6 +157,13 @@ async def _after_its_close(ctx: StepContext, key: str) -> Job | None:
             closing = [job for job in await repository.closing_digests(ctx.job, key) if window_end(job) >= triggered]
             if not closing:
                 return None
+            for job in closing:
+                # Closed in this event's own batch: its close, which counts this
+                # event as on its way and keeps the digest open, is written
+                # before the batch's merges (JobRunner._run_steps). Waiting here
+                # would hold the batch that writes it.
+                if job.locked_by == ctx.worker_id:
+                    return job
             open_digest = await repository.open_digest(ctx.job, key)
             if open_digest is not None:
                 return open_digest

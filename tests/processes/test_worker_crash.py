@@ -165,12 +165,15 @@ async def kill_while_holding(store: ProcessStore, transaction_id: str, worker: H
     """Freeze the worker at a moment it holds claimed jobs of ``kind``, kill it there; returns those jobs.
 
     A claim is committed before its job runs, so a frozen worker that holds
-    one is in the middle of running it (or about to).
+    one is in the middle of running it (or about to). What the worker sent
+    just before it froze (a batch's finish and its COMMIT) still lands, so
+    the jobs are read once that has had time to.
     """
     deadline = time.monotonic() + 30
     while True:
         assert time.monotonic() < deadline, f"never caught the worker holding a claimed {kind} job"
         worker.pause()
+        await asyncio.sleep(0.2)
         if await claimed_jobs(store, transaction_id, worker, kind):
             break
         worker.resume()

@@ -1,6 +1,7 @@
 """Refuse requests the store could not keep, before any route sees them.
 
-- Body size: 100 KB, 20 MB under /v1/events (Novu's limits) → 413.
+- Body size: 100 KB, 20 MB under /v1/events (Novu's limits) and for
+  POST /v1/subscribers/bulk (500 subscribers with their data outgrow 100 KB) → 413.
 - NUL characters (``\\u0000`` in JSON, ``%00`` in the URL): PostgreSQL cannot
   store them in text or JSON, so they are refused on every store alike
   (422), instead of failing deep in a query.
@@ -16,7 +17,7 @@ from herald.kit.asgi import header, read_body, replay_receive, send_error, send_
 from herald.kit.errors import error_body
 
 METHODS_WITH_BODY = {"POST", "PUT", "PATCH", "DELETE"}
-LARGE_BODY_PREFIXES = ("/v1/events",)
+LARGE_BODY_PREFIXES = ("/v1/events", "/v1/subscribers/bulk")
 # ``\u0000`` preceded by an even number of backslashes (so not ``\\u0000``, an escaped backslash).
 _JSON_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000", re.IGNORECASE)
 NUL_MESSAGE = "The request contains a NUL character (\\u0000), which cannot be stored"

@@ -96,3 +96,13 @@ async def test_a_batch_is_a_few_statements_not_a_few_per_subscriber(api: httpx.A
     assert len(statements) < 20, statements
     listed = (await api.get("/v1/subscribers", params={"limit": 100})).json()
     assert listed["totalCount"] >= 203
+
+
+async def test_500_subscribers_with_their_data_fit_in_one_request(api: httpx.AsyncClient) -> None:
+    """Over the 100 KB most routes take: the bulk route takes what its 500 subscribers carry."""
+    subscribers = [
+        {"subscriberId": unique("bulk"), "email": f"reader{n}@example.com", "firstName": "Reader", "data": {"bio": "x" * 300}}
+        for n in range(500)
+    ]
+    outcome = await bulk(api, subscribers)
+    assert len(outcome["created"]) == 500

@@ -16,6 +16,9 @@ LOOKUP_CHUNK = 1000
 class SubscriberRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
+        # Integrations found by this repository (one request's): a bulk upsert
+        # of 500 subscribers naming one provider asks the store once, not 500 times.
+        self._integrations: dict[tuple[str, str, str | None], Integration | None] = {}
 
     async def get_by_subscriber_id(self, environment_id: str, subscriber_id: str) -> Subscriber | None:
         """The subscriber the caller names by its own identifier (not Herald's ``_id``)."""
@@ -115,6 +118,12 @@ class SubscriberRepository:
         self, environment_id: str, provider_id: str, identifier: str | None = None
     ) -> Integration | None:
         """The environment's newest active integration of a provider (and identifier, when given)."""
+        key = (environment_id, provider_id, identifier)
+        if key not in self._integrations:
+            self._integrations[key] = await self._newest_active_integration(environment_id, provider_id, identifier)
+        return self._integrations[key]
+
+    async def _newest_active_integration(self, environment_id: str, provider_id: str, identifier: str | None) -> Integration | None:
         query = select(Integration).where(
             Integration.environment_id == environment_id,
             Integration.provider_id == provider_id,

@@ -18,6 +18,21 @@ async def bulk(api: httpx.AsyncClient, subscribers: list[dict[str, Any]]) -> dic
     return response.json()["data"]
 
 
+async def bulk_recording(api: httpx.AsyncClient, app: FastAPI, subscribers: list[dict[str, Any]], marker: str) -> tuple[dict[str, Any], list[str]]:
+    """The bulk request's answer, and the statements it ran that contain ``marker``."""
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if marker in statement:
+            statements.append(statement)
+
+    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        return await bulk(api, subscribers), statements
+    finally:
+        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+
+
 def ids(items: list[dict[str, Any]]) -> list[str]:
     return [item["subscriberId"] for item in items]
 
@@ -80,17 +95,7 @@ async def test_a_batch_is_a_few_statements_not_a_few_per_subscriber(api: httpx.A
     known = [await create_subscriber(api) for _ in range(3)]
     subscribers = [{"subscriberId": s["subscriberId"], "firstName": "Again"} for s in known]
     subscribers += [{"subscriberId": unique("bulk"), "firstName": "New"} for _ in range(200)]
-    statements: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        if "subscribers" in statement:
-            statements.append(statement)
-
-    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
-    try:
-        outcome = await bulk(api, subscribers)
-    finally:
-        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+    outcome, statements = await bulk_recording(api, app, subscribers, "subscribers")
     assert (len(outcome["created"]), len(outcome["updated"])) == (200, 3)
     # One look-up, the three updates, the inserts (a statement per batch of rows the driver sends).
     assert len(statements) < 20, statements
@@ -106,3 +111,12 @@ async def test_500_subscribers_with_their_data_fit_in_one_request(api: httpx.Asy
     ]
     outcome = await bulk(api, subscribers)
     assert len(outcome["created"]) == 500
+
+
+async def test_a_provider_named_by_every_subscriber_is_looked_up_once(api: httpx.AsyncClient, app: FastAPI) -> None:
+    await create_integration(api, providerId="slack", channel="chat", active=True, credentials={})
+    webhook = {"webhookUrl": "https://hooks.example.com/1"}
+    subscribers = [{"subscriberId": unique("bulk"), "channels": [{"providerId": "slack", "credentials": webhook}]} for _ in range(50)]
+    outcome, lookups = await bulk_recording(api, app, subscribers, "FROM integrations")
+    assert len(outcome["created"]) == 50
+    assert len(lookups) == 1, lookups

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.kit.auth import Principal
 from herald.kit.errors import ConflictError, NotFoundError, UnprocessableError
+from herald.kit.ids import new_id
 from herald.kit.time import isoformat, utcnow
 from herald.models import Subscriber
 from herald.subscribers.channels import TooManyDeviceTokens, merge_channel
@@ -161,6 +162,7 @@ def _touch(subscriber: Subscriber) -> None:
 def _new_subscriber(principal: Principal, subscriber_id: str) -> Subscriber:
     now = utcnow()
     return Subscriber(
+        id=new_id(),
         environment_id=principal.environment_id,
         organization_id=principal.organization_id,
         subscriber_id=subscriber_id,
@@ -184,7 +186,7 @@ async def upsert_subscriber(
     if existing is None:
         subscriber = _new_subscriber(principal, request.subscriberId)
         await _apply(repository, principal, subscriber, request)
-        if await repository.insert(subscriber):
+        if await repository.insert_new([subscriber]):
             return subscriber
         # Created by a concurrent request since the lookup: update that one.
         existing = await repository.get_by_subscriber_id(principal.environment_id, request.subscriberId)
@@ -230,13 +232,16 @@ async def bulk_upsert_subscribers(
         if changed and request.subscriberId not in created:
             _touch(existing)
         outcome.updated.append(ChangedSubscriber(subscriberId=request.subscriberId))
-    await session.flush()  # the updates, outside the inserts' savepoint
-    if created and not await repository.insert_all(list(created.values())):
-        # One of them was created by a concurrent request since the look-up:
-        # their requests are applied again one at a time, to what is stored now.
+    inserted = await repository.insert_new(list(created.values())) if created else set()
+    taken = [subscriber_id for subscriber_id in created if subscriber_id not in inserted]
+    if taken:
+        # Created by a concurrent request since the look-up: their requests are
+        # applied again, in order, to what is stored now, and they count as updated.
         for request in applied:
-            if request.subscriberId in created:
+            if request.subscriberId in taken:
                 await upsert_subscriber(session, principal, request)
+        outcome.created = [item for item in outcome.created if item.subscriberId not in taken]
+        outcome.updated.extend(ChangedSubscriber(subscriberId=subscriber_id) for subscriber_id in taken)
     return outcome
 
 

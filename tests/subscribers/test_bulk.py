@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import event
 
+from herald.subscribers.repository import SubscriberRepository
 from tests.conftest import Tenancy, assert_error
 from tests.fixtures.builders import create_integration, create_subscriber, unique
 
@@ -120,3 +122,25 @@ async def test_a_provider_named_by_every_subscriber_is_looked_up_once(api: httpx
     outcome, lookups = await bulk_recording(api, app, subscribers, "FROM integrations")
     assert len(outcome["created"]) == 50
     assert len(lookups) == 1, lookups
+
+
+async def test_a_subscriber_created_meanwhile_by_another_request_is_updated_and_reported_updated(
+    api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken = await create_subscriber(api, firstName="Before", lastName="Kept")
+    newcomer = unique("bulk")
+    # The batch's look-up misses the subscriber, as when another request creates it after the look-up.
+    real_lookup = SubscriberRepository.find_by_subscriber_ids
+
+    async def lookup_before_the_other_request(self: SubscriberRepository, environment_id: str, ids: Any) -> Any:
+        return [found for found in await real_lookup(self, environment_id, ids) if found.subscriber_id != taken["subscriberId"]]
+
+    monkeypatch.setattr(SubscriberRepository, "find_by_subscriber_ids", lookup_before_the_other_request)
+    outcome = await bulk(
+        api,
+        [{"subscriberId": taken["subscriberId"], "firstName": "After"}, {"subscriberId": newcomer, "firstName": "New"}],
+    )
+    assert (ids(outcome["created"]), ids(outcome["updated"]), outcome["failed"]) == ([newcomer], [taken["subscriberId"]], [])
+    stored = (await api.get(f"/v1/subscribers/{taken['subscriberId']}")).json()["data"]
+    assert (stored["_id"], stored["firstName"], stored["lastName"]) == (taken["_id"], "After", "Kept")
+    assert (await api.get(f"/v1/subscribers/{newcomer}")).json()["data"]["firstName"] == "New"

@@ -4,7 +4,8 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import func, select
+from fastapi import FastAPI
+from sqlalchemy import event, func, select
 
 from herald.models import Message, Subscriber, TopicSubscriber
 from tests.conftest import Tenancy, assert_error
@@ -448,3 +449,19 @@ async def test_concurrent_upserts_of_one_subscriber_make_one_subscriber(api: htt
     assert len({response.json()["data"]["_id"] for response in responses}) == 1
     listed = (await api.get("/v1/subscribers", params={"limit": 100})).json()
     assert [item["subscriberId"] for item in listed["data"]].count(subscriber_id) == 1
+
+
+async def test_creating_a_subscriber_is_one_insert_without_a_savepoint(api: httpx.AsyncClient, app: FastAPI) -> None:
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        statements.append(statement)
+
+    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        response = await post_subscriber(api, subscriberId=unique("one"), firstName="Ada")
+    finally:
+        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+    assert response.status_code == 201, response.text
+    writes = [statement for statement in statements if "INSERT" in statement.upper() or "SAVEPOINT" in statement.upper()]
+    assert len(writes) == 1 and "INTO subscribers" in writes[0], statements

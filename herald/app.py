@@ -91,6 +91,7 @@ def build_worker(
     pressure: Callable[[], int] | None = None,
 ) -> Worker:
     """A worker for this process, configured from settings."""
+    from herald.engine.retention import Retention
     from herald.engine.steps.base import EngineSettings
     from herald.engine.worker import Worker
 
@@ -104,6 +105,7 @@ def build_worker(
         signal=signal or JobSignal(),
         database_url=settings.database_url,
         pressure=pressure or (lambda: 0),
+        retention=Retention(settings.notification_retention_days, settings.message_retention_days),
     )
 
 

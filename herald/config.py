@@ -53,6 +53,11 @@ class Settings:
     # processes on the same machine answer first when both want the CPU. With
     # 0 it also keeps its pace when an API process says it is busy (queue.BUSY).
     worker_nice: int = 10
+    # Days the activity (events, notifications, jobs, execution details) and the
+    # messages are kept before the workers delete them; 0 keeps them for ever
+    # (engine/retention.py).
+    notification_retention_days: float = 30.0
+    message_retention_days: float = 365.0
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -121,6 +126,11 @@ def load_settings(**overrides: object) -> Settings:
         "job_lease_seconds": _number(env, "HERALD_JOB_LEASE_SECONDS", "60", float),
         "worker_poll_seconds": _number(env, "HERALD_WORKER_POLL_SECONDS", "0.5", float),
         "worker_nice": _number(env, "HERALD_WORKER_NICE", "10", int),
+        "notification_retention_days": _number(env, "HERALD_NOTIFICATION_RETENTION_DAYS", "30", float),
+        "message_retention_days": _number(env, "HERALD_MESSAGE_RETENTION_DAYS", "365", float),
     }
+    for name in ("HERALD_NOTIFICATION_RETENTION_DAYS", "HERALD_MESSAGE_RETENTION_DAYS"):
+        if float(env.get(name, "0")) < 0:
+            raise SettingsError(f"{name} must be a number of days, 0 to keep for ever, not {env[name]!r}")
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -7,11 +7,12 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from herald.engine.queue import DIGEST_ARRIVING, LEASED, OPEN_DIGEST, WAITING
 from herald.kit.bulk import insert_rows
@@ -560,3 +561,95 @@ def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Multi-row inserts need every row to name the same columns."""
     keys = set().union(*(row.keys() for row in rows))
     return [{key: row.get(key) for key in keys} for row in rows]
+
+
+# Job statuses that still have work ahead of them (a merged job waits on its digest).
+UNFINISHED = ("queued", "delayed", "running", "pending")
+
+
+class HistoryRepository:
+    """The statements of retention (engine/retention.py): finished history and old messages, deleted by age.
+
+    Age is read from ids, which begin with their creation second (kit.ids.id_floor):
+    "made before" is a range of each table's primary key.
+    """
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def finished_events_before(self, floor: str, limit: int) -> list[tuple[str, str, str]]:
+        """Up to ``limit`` events made before ``floor`` whose jobs have all finished: (id, environment, transactionId).
+
+        An event with a job still queued, delayed, running or pending, or
+        merged into a digest that has not closed, is kept whatever its age.
+        """
+        job, master = aliased(Job), aliased(Job)
+        waiting_digest = (
+            select(master.id).where(master.id == job.merged_into, master.status.in_(UNFINISHED)).exists()
+        )
+        unfinished = (
+            select(job.id)
+            .where(
+                job.environment_id == Event.environment_id,
+                job.transaction_id == Event.transaction_id,
+                or_(job.status.in_(UNFINISHED), (job.status == "merged") & waiting_digest),
+            )
+            .exists()
+        )
+        result = await self.session.execute(
+            select(Event.id, Event.environment_id, Event.transaction_id)
+            .where(Event.id < floor, ~unfinished)
+            .order_by(Event.id)
+            .limit(limit)
+        )
+        return [(row[0], row[1], row[2]) for row in result.all()]
+
+    async def delete_events_with_history(self, events: Sequence[tuple[str, str, str]]) -> dict[str, int]:
+        """Delete events with their notifications, jobs and execution details; returns how many rows of each.
+
+        Every execution detail belongs to a job (``detail_row``), so the
+        details go by ``job_id``; jobs and notifications by transaction.
+        """
+        by_environment: dict[str, list[str]] = {}
+        for _, environment_id, transaction_id in events:
+            by_environment.setdefault(environment_id, []).append(transaction_id)
+        counts = {"events": 0, "notifications": 0, "jobs": 0, "executionDetails": 0}
+        for environment_id, transaction_ids in by_environment.items():
+            job_ids = list(
+                (
+                    await self.session.execute(
+                        select(Job.id).where(Job.environment_id == environment_id, Job.transaction_id.in_(transaction_ids))
+                    )
+                ).scalars()
+            )
+            notification_ids = list(
+                (
+                    await self.session.execute(
+                        select(Notification.id).where(
+                            Notification.environment_id == environment_id,
+                            Notification.transaction_id.in_(transaction_ids),
+                        )
+                    )
+                ).scalars()
+            )
+            for chunk in _chunks(job_ids, 500):
+                counts["executionDetails"] += await self._delete(ExecutionDetail, ExecutionDetail.job_id.in_(chunk))
+                counts["jobs"] += await self._delete(Job, Job.id.in_(chunk))
+            for chunk in _chunks(notification_ids, 500):
+                counts["notifications"] += await self._delete(Notification, Notification.id.in_(chunk))
+        for chunk in _chunks([event_id for event_id, _, _ in events], 500):
+            counts["events"] += await self._delete(Event, Event.id.in_(chunk))
+        return counts
+
+    async def delete_messages_before(self, floor: str, limit: int) -> int:
+        """Delete up to ``limit`` messages made before ``floor``, oldest first; returns how many went."""
+        oldest = select(Message.id).where(Message.id < floor).order_by(Message.id).limit(limit)
+        ids = list((await self.session.execute(oldest)).scalars())
+        deleted = 0
+        for chunk in _chunks(ids, 500):
+            deleted += await self._delete(Message, Message.id.in_(chunk))
+        return deleted
+
+    async def _delete(self, model: type, condition: Any) -> int:
+        result = await self.session.execute(delete(model).where(condition))
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]

@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald.engine import queue
 from herald.engine.queue import PRESSURE_REQUESTS, JobSignal
+from herald.engine.retention import Purged, Retention, purge_history
 from herald.engine.runner import JobRunner
 from herald.engine.steps.base import EngineSettings
 from herald.kit.crypto import SecretBox
@@ -84,6 +85,8 @@ class Worker:
     pressure: Callable[[], int] = field(default=lambda: 0)
     # Give way to API processes that say they are busy (queue.BUSY wake-ups).
     give_way: bool = True
+    # How long the activity and messages are kept (engine/retention.py).
+    retention: Retention = field(default_factory=Retention)
 
     def __post_init__(self) -> None:
         self._owns_http = self.http is None
@@ -103,6 +106,7 @@ class Worker:
             self._next_sweep = time.monotonic() + min(self.settings.lease_seconds, SWEEP_SECONDS)
         if time.monotonic() >= self._next_purge:
             await self.purge_expired_idempotency_records()
+            await self.purge_old_history()
             self._next_purge = time.monotonic() + PURGE_SECONDS
         async with self.sessionmaker() as session:
             # One statement, so no transaction around it: one round trip, not four
@@ -130,6 +134,14 @@ class Worker:
         if purged:
             logger.info("purged %d expired idempotency records", purged)
         return purged
+
+    async def purge_old_history(self) -> Purged:
+        """Delete the activity and messages past their retention (engine/retention.py)."""
+        try:
+            return await purge_history(self.sessionmaker, self.retention)
+        except Exception:  # the next purge tries again
+            logger.warning("could not delete history past its retention", exc_info=True)
+            return Purged()
 
     async def run_until_idle(self, max_rounds: int = 10_000) -> int:
         """Run due jobs until none is due (tests and one-off drains)."""

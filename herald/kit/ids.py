@@ -11,6 +11,7 @@ import os
 import secrets
 import threading
 import time
+from datetime import datetime
 
 _counter_lock = threading.Lock()
 _counter = int.from_bytes(os.urandom(3), "big")
@@ -26,6 +27,15 @@ def new_id() -> str:
     return (
         int(time.time()).to_bytes(4, "big") + _process_unique + count.to_bytes(3, "big")
     ).hex()
+
+
+def id_floor(moment: datetime) -> str:
+    """The smallest id made at ``moment``'s second: every id made before it compares lower.
+
+    Ids begin with their creation time, so "made before" is a range of the
+    primary key and needs no index of its own (retention uses this).
+    """
+    return (int(moment.timestamp()).to_bytes(4, "big") + bytes(8)).hex()
 
 
 def reset_after_fork() -> None:

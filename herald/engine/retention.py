@@ -1,0 +1,105 @@
+"""Retention: history and messages older than their settings are deleted by the workers.
+
+Without it every table grows for ever: a trigger with one in-app step keeps
+about 4.5 KB on PostgreSQL, so a million messages a day is 4.5 GB a day. As Novu
+does, rows expire by age, and two ages apply:
+
+- the activity (events, notifications, jobs, execution details) goes after
+  ``notification_days`` (HERALD_NOTIFICATION_RETENTION_DAYS, 30), an event with
+  all of it, and only once every job of the event has finished: a delay or a
+  digest still waiting keeps its event whatever its age;
+- messages (the inbox and the record of every email, SMS, chat and push) go
+  after ``message_days`` (HERALD_MESSAGE_RETENTION_DAYS, 365).
+
+0 keeps them for ever. Each worker purges every PURGE_SECONDS (worker.py) in
+bounded transactions, so a purge never holds locks for long and workers purging
+at once only find less to do. A transactionId can be used again once its event
+has gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from herald.engine.repository import HistoryRepository
+from herald.kit.ids import id_floor
+from herald.kit.time import utcnow
+
+logger = logging.getLogger("herald.retention")
+
+# Events deleted per transaction, with their notifications, jobs and details.
+EVENTS_PER_TRANSACTION = 200
+MESSAGES_PER_TRANSACTION = 2000
+# Transactions a purge makes at most; what is left waits for the next purge.
+# A worker purges between rounds of jobs, so this bounds the pause in delivery.
+TRANSACTIONS_PER_PURGE = 25
+
+
+@dataclass(frozen=True)
+class Retention:
+    notification_days: float = 30.0
+    message_days: float = 365.0
+
+
+@dataclass
+class Purged:
+    events: int = 0
+    notifications: int = 0
+    jobs: int = 0
+    execution_details: int = 0
+    messages: int = 0
+
+    def __bool__(self) -> bool:
+        return any((self.events, self.notifications, self.jobs, self.execution_details, self.messages))
+
+
+async def purge_history(
+    sessionmaker: async_sessionmaker[AsyncSession], retention: Retention, now: datetime | None = None
+) -> Purged:
+    """Delete what is older than ``retention`` allows, at most TRANSACTIONS_PER_PURGE transactions' worth."""
+    now = now or utcnow()
+    purged = Purged()
+    transactions = 0
+    if retention.notification_days > 0:
+        floor = id_floor(now - timedelta(days=retention.notification_days))
+        while transactions < TRANSACTIONS_PER_PURGE:
+            transactions += 1
+            async with sessionmaker() as session, session.begin():
+                repository = HistoryRepository(session)
+                events = await repository.finished_events_before(floor, EVENTS_PER_TRANSACTION)
+                if events:
+                    counts = await repository.delete_events_with_history(events)
+            if not events:
+                break
+            await asyncio.sleep(0)  # SQLite runs on the API's event loop: requests go between transactions
+            purged.events += counts["events"]
+            purged.notifications += counts["notifications"]
+            purged.jobs += counts["jobs"]
+            purged.execution_details += counts["executionDetails"]
+            if len(events) < EVENTS_PER_TRANSACTION:
+                break
+    if retention.message_days > 0:
+        floor = id_floor(now - timedelta(days=retention.message_days))
+        while transactions < TRANSACTIONS_PER_PURGE:
+            transactions += 1
+            async with sessionmaker() as session, session.begin():
+                deleted = await HistoryRepository(session).delete_messages_before(floor, MESSAGES_PER_TRANSACTION)
+            purged.messages += deleted
+            await asyncio.sleep(0)
+            if deleted < MESSAGES_PER_TRANSACTION:
+                break
+    if purged:
+        logger.info(
+            "retention: deleted %d events (%d notifications, %d jobs, %d execution details) and %d messages",
+            purged.events,
+            purged.notifications,
+            purged.jobs,
+            purged.execution_details,
+            purged.messages,
+        )
+    return purged

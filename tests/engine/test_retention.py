@@ -1,0 +1,144 @@
+"""Retention: finished activity and old messages are deleted by age; nothing still waiting is touched."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import func, select
+
+from herald.app import create_app
+from herald.config import SettingsError, load_settings
+from herald.engine.retention import Retention, purge_history
+from herald.engine.worker import Worker
+from herald.kit.time import utcnow
+from herald.migrations import upgrade_async
+from herald.models import Event, ExecutionDetail, Job, Message, Notification
+from tests.conftest import Tenancy
+from tests.engine.conftest import jobs_of, trigger
+from tests.fixtures import stores
+from tests.fixtures.builders import create_subscriber, create_workflow
+
+DIGEST = {"name": "digest", "template": {"type": "digest"}, "metadata": {"type": "regular", "amount": 5, "unit": "minutes"}}
+SUMMARY = {"name": "summary", "template": {"type": "in_app", "content": "{{step.total_count}} events"}}
+MONTH = Retention(notification_days=30, message_days=365)
+
+
+@pytest.fixture
+async def app(empty_database: stores.TestDatabase, tmp_path: Path) -> AsyncIterator[FastAPI]:
+    """A store of this test's own: a purge deletes by age across every environment."""
+    await upgrade_async(empty_database.url)
+    application = create_app(
+        load_settings(data_dir=tmp_path, database_url=empty_database.url, secret_key="test-secret-key")
+    )
+    yield application
+    await application.state.engine.dispose()
+
+
+async def rows(app: FastAPI) -> dict[str, int]:
+    async with app.state.sessionmaker() as session:
+        return {
+            model.__tablename__: int((await session.execute(select(func.count()).select_from(model))).scalar_one())
+            for model in (Event, Notification, Job, ExecutionDetail, Message)
+        }
+
+
+async def delivered_in_app(api: httpx.AsyncClient, worker: Worker, **body: object) -> dict[str, object]:
+    subscriber = await create_subscriber(api)
+    workflow = await create_workflow(api)
+    result = await trigger(api, workflow["triggers"][0]["identifier"], subscriber["subscriberId"], payload={"name": "Ada"}, **body)
+    await worker.run_until_idle()
+    return result
+
+
+async def test_finished_activity_past_its_retention_goes_and_its_messages_stay(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    result = await delivered_in_app(api, worker)
+    before = await rows(app)
+    assert before == {"events": 1, "notifications": 1, "jobs": 2, "execution_details": before["execution_details"], "messages": 1}
+    assert before["execution_details"] > 0
+
+    kept = await purge_history(app.state.sessionmaker, MONTH, now=utcnow() + timedelta(days=29))
+    assert not kept
+    assert await rows(app) == before
+
+    purged = await purge_history(app.state.sessionmaker, MONTH, now=utcnow() + timedelta(days=31))
+    assert (purged.events, purged.notifications, purged.jobs, purged.execution_details, purged.messages) == (
+        1,
+        1,
+        2,
+        before["execution_details"],
+        0,
+    )
+    assert await rows(app) == {"events": 0, "notifications": 0, "jobs": 0, "execution_details": 0, "messages": 1}
+    assert (await api.get("/v1/notifications")).json()["data"] == []
+    listed = (await api.get("/v1/messages", params={"transactionId": result["transactionId"]})).json()["data"]
+    assert len(listed) == 1
+
+
+async def test_messages_past_their_retention_go(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker) -> None:
+    await delivered_in_app(api, worker)
+    assert (await purge_history(app.state.sessionmaker, MONTH, now=utcnow() + timedelta(days=364))).messages == 0
+    purged = await purge_history(app.state.sessionmaker, MONTH, now=utcnow() + timedelta(days=366))
+    assert purged.messages == 1
+    assert await rows(app) == {"events": 0, "notifications": 0, "jobs": 0, "execution_details": 0, "messages": 0}
+
+
+async def test_an_event_still_waiting_is_kept_whatever_its_age(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    subscriber = await create_subscriber(api)
+    workflow = await create_workflow(api, steps=[DIGEST, SUMMARY])
+    name = workflow["triggers"][0]["identifier"]
+    transactions = []
+    for n in (1, 2):
+        transactions.append((await trigger(api, name, subscriber["subscriberId"], payload={"n": n}))["transactionId"])
+        await worker.run_until_idle()
+    # The first event holds the open digest; the second is merged into it.
+    statuses = [[job.status for job in await jobs_of(app, t) if job.kind == "step"] for t in transactions]
+    assert statuses == [["delayed", "pending"], ["merged", "merged"]]
+    before = await rows(app)
+
+    assert not await purge_history(app.state.sessionmaker, MONTH, now=utcnow() + timedelta(days=400))
+    assert await rows(app) == before
+
+
+async def test_with_zero_days_nothing_is_deleted(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker) -> None:
+    await delivered_in_app(api, worker)
+    before = await rows(app)
+    assert not await purge_history(app.state.sessionmaker, Retention(0, 0), now=utcnow() + timedelta(days=4000))
+    assert await rows(app) == before
+
+
+async def test_a_transaction_id_can_be_used_again_once_its_event_is_gone(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    await delivered_in_app(api, worker, transactionId="order-1")
+    workflow = await create_workflow(api)
+    body = {"name": workflow["triggers"][0]["identifier"], "to": "someone", "transactionId": "order-1"}
+    refused = (await api.post("/v1/events/trigger", json=body)).json()["data"]
+    assert (refused["status"], refused["acknowledged"]) == ("error", True)
+
+    await purge_history(app.state.sessionmaker, MONTH, now=utcnow() + timedelta(days=31))
+    accepted = (await api.post("/v1/events/trigger", json=body)).json()["data"]
+    assert (accepted["status"], accepted["transactionId"]) == ("processed", "order-1")
+
+
+async def test_the_worker_purges_with_the_retention_of_its_settings(app: FastAPI, worker: Worker) -> None:
+    assert worker.retention == Retention(notification_days=30, message_days=365)
+    assert (await worker.purge_old_history()).events == 0
+
+
+def test_retention_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HERALD_NOTIFICATION_RETENTION_DAYS", "7")
+    monkeypatch.setenv("HERALD_MESSAGE_RETENTION_DAYS", "0")
+    settings = load_settings(data_dir=tmp_path, secret_key="k")
+    assert (settings.notification_retention_days, settings.message_retention_days) == (7, 0)
+    monkeypatch.setenv("HERALD_MESSAGE_RETENTION_DAYS", "-1")
+    with pytest.raises(SettingsError, match="HERALD_MESSAGE_RETENTION_DAYS"):
+        load_settings(data_dir=tmp_path, secret_key="k")

@@ -70,7 +70,7 @@ async def run(store: Store, triggers: int) -> None:
                 for name in ("events", "notifications", "jobs", "execution_details", "messages"):
                     setattr(total, name, getattr(total, name) + getattr(purged, name))
             seconds = time.perf_counter() - started
-            rows = total.events + total.notifications + total.jobs + total.execution_details + total.messages
+            rows = total.rows
             print(
                 f"{store.label} {label}: {rows:,} rows in {seconds:.1f} s ({rows / seconds:,.0f} rows/s,"
                 f" {total.events / seconds:,.0f} events/s) over {purges} purges · {total}"

@@ -604,42 +604,42 @@ class HistoryRepository:
         )
         return [(row[0], row[1], row[2]) for row in result.all()]
 
-    async def delete_events_with_history(self, events: Sequence[tuple[str, str, str]]) -> dict[str, int]:
-        """Delete events with their notifications, jobs and execution details; returns how many rows of each.
+    async def delete_events_with_history(self, events: Sequence[tuple[str, str, str]], rows: int) -> dict[str, int]:
+        """Delete events' jobs (with their execution details) and notifications, up to ``rows`` of each, then the events.
 
-        Every execution detail belongs to a job (``detail_row``), so the
-        details go by ``job_id``; jobs and notifications by transaction.
+        Every execution detail belongs to a job (``detail_row``), so the details
+        go by ``job_id``; jobs and notifications by transaction. An event goes
+        in the transaction that finds nothing of it left, so an event fanned out
+        to 100,000 subscribers is deleted over several transactions of bounded
+        size, and one interrupted half-way is finished by the next purge (its
+        remaining jobs are still finished). Returns how many rows of each went.
         """
         by_environment: dict[str, list[str]] = {}
         for _, environment_id, transaction_id in events:
             by_environment.setdefault(environment_id, []).append(transaction_id)
         counts = {"events": 0, "notifications": 0, "jobs": 0, "executionDetails": 0}
+        complete = True
         for environment_id, transaction_ids in by_environment.items():
-            job_ids = list(
-                (
-                    await self.session.execute(
-                        select(Job.id).where(Job.environment_id == environment_id, Job.transaction_id.in_(transaction_ids))
-                    )
-                ).scalars()
-            )
-            notification_ids = list(
-                (
-                    await self.session.execute(
-                        select(Notification.id).where(
-                            Notification.environment_id == environment_id,
-                            Notification.transaction_id.in_(transaction_ids),
-                        )
-                    )
-                ).scalars()
-            )
+            job_ids = await self._ids(Job, environment_id, transaction_ids, rows)
+            notification_ids = await self._ids(Notification, environment_id, transaction_ids, rows)
+            complete = complete and len(job_ids) < rows and len(notification_ids) < rows
             for chunk in _chunks(job_ids, 500):
                 counts["executionDetails"] += await self._delete(ExecutionDetail, ExecutionDetail.job_id.in_(chunk))
                 counts["jobs"] += await self._delete(Job, Job.id.in_(chunk))
             for chunk in _chunks(notification_ids, 500):
                 counts["notifications"] += await self._delete(Notification, Notification.id.in_(chunk))
-        for chunk in _chunks([event_id for event_id, _, _ in events], 500):
-            counts["events"] += await self._delete(Event, Event.id.in_(chunk))
+        if complete:
+            for chunk in _chunks([event_id for event_id, _, _ in events], 500):
+                counts["events"] += await self._delete(Event, Event.id.in_(chunk))
         return counts
+
+    async def _ids(self, model: Any, environment_id: str, transaction_ids: list[str], limit: int) -> list[str]:
+        # All of them, cut here: with a LIMIT PostgreSQL chose a slower plan
+        # (bench.retention, 20,000 events: 19.1 s against 4.1 s).
+        result = await self.session.execute(
+            select(model.id).where(model.environment_id == environment_id, model.transaction_id.in_(transaction_ids))
+        )
+        return list(result.scalars())[:limit]
 
     async def delete_messages_before(self, floor: str, limit: int) -> int:
         """Delete up to ``limit`` messages made before ``floor``, oldest first; returns how many went."""

@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 
 from herald.app import create_app
 from herald.config import SettingsError, load_settings
+from herald.engine import retention
 from herald.engine.retention import Retention, purge_history
 from herald.engine.worker import Worker
 from herald.kit.time import utcnow
@@ -142,3 +143,50 @@ def test_retention_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv("HERALD_MESSAGE_RETENTION_DAYS", "-1")
     with pytest.raises(SettingsError, match="HERALD_MESSAGE_RETENTION_DAYS"):
         load_settings(data_dir=tmp_path, secret_key="k")
+
+
+async def test_a_large_event_is_deleted_over_several_transactions_and_finished_by_the_next_purge(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One event with two notifications and three jobs; a transaction may delete one job and one notification.
+    workflow = await create_workflow(api)
+    subscribers = [(await create_subscriber(api))["subscriberId"] for _ in range(2)]
+    await trigger(api, workflow["triggers"][0]["identifier"], subscribers, payload={"name": "Ada"})
+    await worker.run_until_idle()
+    assert {k: v for k, v in (await rows(app)).items() if k != "execution_details"} == {
+        "events": 1,
+        "notifications": 2,
+        "jobs": 3,
+        "messages": 2,
+    }
+    monkeypatch.setattr(retention, "ROWS_PER_TRANSACTION", 1)
+    monkeypatch.setattr(retention, "TRANSACTIONS_PER_PURGE", 2)
+    later = utcnow() + timedelta(days=31)
+
+    first = await purge_history(app.state.sessionmaker, MONTH, now=later)
+    # Two transactions of one job and one notification each: the event is kept until nothing of it is left.
+    assert (first.events, first.jobs, first.notifications) == (0, 2, 2)
+    assert (await rows(app))["events"] == 1
+    second = await purge_history(app.state.sessionmaker, MONTH, now=later)
+    assert (second.events, second.jobs, second.notifications) == (1, 1, 0)
+    assert await rows(app) == {
+        "events": 0,
+        "notifications": 0,
+        "jobs": 0,
+        "execution_details": 0,
+        "messages": 2,
+    }
+
+
+async def test_a_purge_stops_at_its_row_budget_and_the_next_goes_on(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for _ in range(2):
+        await delivered_in_app(api, worker)
+    monkeypatch.setattr(retention, "EVENTS_PER_TRANSACTION", 1)
+    monkeypatch.setattr(retention, "ROWS_PER_PURGE", 1)
+    later = utcnow() + timedelta(days=400)
+
+    assert [(await purge_history(app.state.sessionmaker, MONTH, now=later)).events for _ in range(3)] == [1, 1, 0]
+    # Messages wait for a purge with budget left; the third had it.
+    assert (await rows(app))["messages"] == 0

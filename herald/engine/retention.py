@@ -51,6 +51,17 @@ class Retention:
     notification_days: float = 30.0
     message_days: float = 365.0
 
+    def describe(self) -> str:
+        """What this retention keeps, for the worker's start-up log."""
+
+        def kept(days: float, setting: str) -> str:
+            return f"for ever ({setting}=0)" if days <= 0 else f"{days:g} days ({setting})"
+
+        return (
+            f"the activity is kept {kept(self.notification_days, 'HERALD_NOTIFICATION_RETENTION_DAYS')}, "
+            f"messages {kept(self.message_days, 'HERALD_MESSAGE_RETENTION_DAYS')}"
+        )
+
 
 @dataclass
 class Purged:

@@ -156,6 +156,8 @@ class Worker:
     async def run_forever(self, stop: asyncio.Event) -> None:
         listener = asyncio.create_task(self._listen(stop)) if self._is_postgres() else None
         logger.info("worker %s started (concurrency %d)", self.worker_id, self.concurrency)
+        # Retention deletes data on its own: say so where an operator looks first.
+        logger.info("worker %s: %s", self.worker_id, self.retention.describe())
         try:
             while not stop.is_set():
                 started = time.monotonic()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -190,3 +192,20 @@ async def test_a_purge_stops_at_its_row_budget_and_the_next_goes_on(
     assert [(await purge_history(app.state.sessionmaker, MONTH, now=later)).events for _ in range(3)] == [1, 1, 0]
     # Messages wait for a purge with budget left; the third had it.
     assert (await rows(app))["messages"] == 0
+
+
+def test_a_worker_says_at_start_what_it_keeps() -> None:
+    assert Retention().describe() == (
+        "the activity is kept 30 days (HERALD_NOTIFICATION_RETENTION_DAYS), messages 365 days (HERALD_MESSAGE_RETENTION_DAYS)"
+    )
+    assert Retention(7.5, 0).describe() == (
+        "the activity is kept 7.5 days (HERALD_NOTIFICATION_RETENTION_DAYS), messages for ever (HERALD_MESSAGE_RETENTION_DAYS=0)"
+    )
+
+
+async def test_a_worker_logs_its_retention_when_it_starts(worker: Worker, caplog: pytest.LogCaptureFixture) -> None:
+    stop = asyncio.Event()
+    stop.set()
+    with caplog.at_level(logging.INFO, logger="herald.worker"):
+        await worker.run_forever(stop)
+    assert f"worker {worker.worker_id}: the activity is kept 30 days" in caplog.text

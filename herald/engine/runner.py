@@ -300,12 +300,47 @@ class JobRunner:
             if ctx.job.id in kept_open:
                 await self._guarded(ctx.job, partial(self._finish_step, ctx, outcome))
         pairs = [(ctx, outcome) for ctx, outcome in pairs if ctx.job.id not in kept_open]
+        pairs = await self._open_digests_once(pairs, evaluate)
         merges = [(ctx, outcome) for ctx, outcome in pairs if isinstance(outcome, StepOutcome) and outcome.status == "merged"]
         if merges:
             written = await self._merge_many(merges)
             pairs = [(ctx, outcome) for ctx, outcome in pairs if ctx.job.id not in written]
         for ctx, outcome in pairs:
             await self._guarded(ctx.job, partial(self._finish_step, ctx, outcome))
+
+    async def _open_digests_once(
+        self,
+        pairs: list[tuple[StepContext, StepOutcome | Exception]],
+        evaluate: Callable[[StepContext], Awaitable[StepOutcome | Exception]],
+    ) -> list[tuple[StepContext, StepOutcome | Exception]]:
+        """Of a batch's events that would each open the same digest, the first opens it and the rest merge.
+
+        At the start of a burst no digest is open yet, and every event of the
+        first batch for one subscriber and key found none. Written one by one,
+        all but the first lost the race on ``uq_jobs_open_digest`` and were
+        worked out again alone: a failed write, a fresh read and a merge of
+        their own each (91 job UPDATEs for 30 events in the test). Here the
+        first is written, the others are evaluated again, now finding the
+        digest open (or the one another worker opened meanwhile), and their
+        merges go with the batch's others, written together. Returns the pairs
+        left to write, the re-evaluated ones in place of the first outcomes.
+        """
+        groups: dict[tuple[Any, ...], list[StepContext]] = {}
+        for ctx, outcome in pairs:
+            if ctx.job.step_type == "digest" and isinstance(outcome, StepOutcome) and outcome.status == "delayed":
+                key = (ctx.job.workflow_id, ctx.job.step_id, ctx.job.subscriber_id, outcome.digest_key)
+                groups.setdefault(key, []).append(ctx)
+        groups = {key: contexts for key, contexts in groups.items() if len(contexts) > 1}
+        if not groups:
+            return pairs
+        outcomes = {ctx.job.id: outcome for ctx, outcome in pairs}
+        again: list[StepContext] = []
+        for first, *rest in groups.values():
+            await self._guarded(first.job, partial(self._finish_step, first, outcomes[first.job.id]))
+            again.extend(rest)
+        handled = {ctx.job.id for contexts in groups.values() for ctx in contexts}
+        kept = [(ctx, outcome) for ctx, outcome in pairs if ctx.job.id not in handled]
+        return kept + list(zip(again, await asyncio.gather(*(evaluate(ctx) for ctx in again)), strict=True))
 
     async def _finish_step(self, ctx: StepContext, outcome: StepOutcome | Exception) -> None:
         if isinstance(outcome, Exception):

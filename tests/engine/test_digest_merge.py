@@ -76,3 +76,42 @@ async def test_merges_into_a_digest_closed_meanwhile_are_left_to_be_worked_out_a
     [ctx] = await worker.runner._load_contexts([step])
     outcome = StepOutcome("merged", details=[Detail("Success", "merged")], merged_into=master.id, digest_key="")
     assert await worker.runner._merge_many([(ctx, outcome)]) == set()  # the one-by-one path opens the next digest
+
+
+async def test_a_burst_opens_its_digest_once_and_the_rest_of_its_batch_merge_together(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    """No digest open yet: the first batch's events would each open it; the first does, the others merge."""
+    subscriber = await create_subscriber(api)
+    workflow = await create_workflow(api, steps=[DIGEST, SUMMARY])
+    name = workflow["triggers"][0]["identifier"]
+    events = [{"name": name, "to": subscriber["subscriberId"], "payload": {"n": n}} for n in range(EVENTS)]
+    response = await api.post("/v1/events/trigger/bulk", json={"events": events})
+    assert response.status_code == 201, response.text
+    updates: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if statement.lstrip().startswith("UPDATE jobs"):
+            updates.append(statement)
+
+    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        await worker.run_until_idle()  # one batch: the expansions and the digest steps they hand off
+    finally:
+        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+    # Each opening its own, all but one lost the race on the open-digest index and
+    # were worked out again alone: a failed write, then a merge of their own.
+    assert len(updates) < 12, len(updates)
+
+    transactions = [item["transactionId"] for item in response.json()["data"]]
+    steps = [[job for job in await jobs_of(app, transaction) if job.kind == "step"] for transaction in transactions]
+    [master] = [step for step, _ in steps if step.status == "delayed"]
+    merged = [(step.status, step.merged_into, rest.status) for step, rest in steps if step.id != master.id]
+    assert merged == [("merged", master.id, "merged")] * (EVENTS - 1)
+    details = [d.detail for transaction in transactions for d in await details_of(app, transaction)]
+    assert details.count(f"Merged into the digest of job {master.id}") == EVENTS - 1
+    assert sum(detail.startswith("Digest open until") for detail in details) == 1
+    await fast_forward(app, master.transaction_id)
+    await worker.run_until_idle()
+    [message] = await messages_of(app, tenancy.environment_id, subscriber_id=subscriber["_id"])
+    assert message.content == f"{EVENTS} events"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 import httpx
@@ -20,13 +21,34 @@ SUMMARY = {"name": "summary", "template": {"type": "in_app", "content": "{{step.
 EVENTS = 30
 
 
-async def digest_opened(api: httpx.AsyncClient, worker: Worker) -> tuple[dict[str, Any], str, dict[str, Any]]:
+async def digest_workflow(api: httpx.AsyncClient) -> tuple[dict[str, Any], str]:
+    """A subscriber and the identifier of a workflow digesting into an in-app summary."""
     subscriber = await create_subscriber(api)
     workflow = await create_workflow(api, steps=[DIGEST, SUMMARY])
-    name = workflow["triggers"][0]["identifier"]
+    return subscriber, workflow["triggers"][0]["identifier"]
+
+
+async def digest_opened(api: httpx.AsyncClient, worker: Worker) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    subscriber, name = await digest_workflow(api)
     first = await trigger(api, name, subscriber["subscriberId"], payload={"n": 0})
     await worker.run_until_idle()
     return subscriber, name, first
+
+
+async def job_updates_while(app: FastAPI, work: Awaitable[Any]) -> list[str]:
+    """The ``UPDATE jobs`` statements sent while ``work`` runs."""
+    updates: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if statement.lstrip().startswith("UPDATE jobs"):
+            updates.append(statement)
+
+    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        await work
+    finally:
+        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+    return updates
 
 
 async def test_a_batch_of_events_merges_into_its_digest_in_one_transaction(
@@ -36,17 +58,8 @@ async def test_a_batch_of_events_merges_into_its_digest_in_one_transaction(
     events = [{"name": name, "to": subscriber["subscriberId"], "payload": {"n": n}} for n in range(1, EVENTS + 1)]
     response = await api.post("/v1/events/trigger/bulk", json={"events": events})
     assert response.status_code == 201, response.text
-    updates: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        if statement.lstrip().startswith("UPDATE jobs"):
-            updates.append(statement)
-
-    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
-    try:
-        await worker.run_until_idle()  # one batch: the expansions and the digest steps they hand off
-    finally:
-        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+    # One batch: the expansions and the digest steps they hand off.
+    updates = await job_updates_while(app, worker.run_until_idle())
     # One by one, each merge was a transaction of its own: the job's UPDATE and its chain's, two an event.
     assert len(updates) < 10, updates
 
@@ -82,23 +95,12 @@ async def test_a_burst_opens_its_digest_once_and_the_rest_of_its_batch_merge_tog
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
 ) -> None:
     """No digest open yet: the first batch's events would each open it; the first does, the others merge."""
-    subscriber = await create_subscriber(api)
-    workflow = await create_workflow(api, steps=[DIGEST, SUMMARY])
-    name = workflow["triggers"][0]["identifier"]
+    subscriber, name = await digest_workflow(api)
     events = [{"name": name, "to": subscriber["subscriberId"], "payload": {"n": n}} for n in range(EVENTS)]
     response = await api.post("/v1/events/trigger/bulk", json={"events": events})
     assert response.status_code == 201, response.text
-    updates: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        if statement.lstrip().startswith("UPDATE jobs"):
-            updates.append(statement)
-
-    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
-    try:
-        await worker.run_until_idle()  # one batch: the expansions and the digest steps they hand off
-    finally:
-        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+    # One batch: the expansions and the digest steps they hand off.
+    updates = await job_updates_while(app, worker.run_until_idle())
     # Each opening its own, all but one lost the race on the open-digest index and
     # were worked out again alone: a failed write, then a merge of their own.
     assert len(updates) < 12, len(updates)

@@ -604,42 +604,48 @@ class HistoryRepository:
         )
         return [(row[0], row[1], row[2]) for row in result.all()]
 
-    async def delete_events_with_history(self, events: Sequence[tuple[str, str, str]], rows: int) -> dict[str, int]:
-        """Delete events' jobs (with their execution details) and notifications, up to ``rows`` of each, then the events.
+    async def history_of(self, events: Sequence[tuple[str, str, str]]) -> tuple[list[str], list[str]]:
+        """The ids of the events' jobs and notifications, all of them: (jobs, notifications).
 
-        Every execution detail belongs to a job (``detail_row``), so the details
-        go by ``job_id``; jobs and notifications by transaction. An event goes
-        in the transaction that finds nothing of it left, so an event fanned out
-        to 100,000 subscribers is deleted over several transactions of bounded
-        size, and one interrupted half-way is finished by the next purge (its
-        remaining jobs are still finished). Returns how many rows of each went.
+        Read whole and cut by the caller: with a LIMIT PostgreSQL chose a slower
+        plan (bench.retention, 20,000 events: 19.1 s against 4.1 s).
         """
         by_environment: dict[str, list[str]] = {}
         for _, environment_id, transaction_id in events:
             by_environment.setdefault(environment_id, []).append(transaction_id)
-        counts = {"events": 0, "notifications": 0, "jobs": 0, "executionDetails": 0}
-        complete = True
+        jobs: list[str] = []
+        notifications: list[str] = []
         for environment_id, transaction_ids in by_environment.items():
-            job_ids = await self._ids(Job, environment_id, transaction_ids, rows)
-            notification_ids = await self._ids(Notification, environment_id, transaction_ids, rows)
-            complete = complete and len(job_ids) < rows and len(notification_ids) < rows
-            for chunk in _chunks(job_ids, 500):
-                counts["executionDetails"] += await self._delete(ExecutionDetail, ExecutionDetail.job_id.in_(chunk))
-                counts["jobs"] += await self._delete(Job, Job.id.in_(chunk))
-            for chunk in _chunks(notification_ids, 500):
-                counts["notifications"] += await self._delete(Notification, Notification.id.in_(chunk))
-        if complete:
-            for chunk in _chunks([event_id for event_id, _, _ in events], 500):
-                counts["events"] += await self._delete(Event, Event.id.in_(chunk))
+            jobs += await self._ids(Job, environment_id, transaction_ids)
+            notifications += await self._ids(Notification, environment_id, transaction_ids)
+        return jobs, notifications
+
+    async def delete_history(self, job_ids: Sequence[str], notification_ids: Sequence[str]) -> dict[str, int]:
+        """Delete these jobs (with their execution details) and notifications; returns how many rows of each went.
+
+        Every execution detail belongs to a job (``detail_row``), so the details
+        go by ``job_id``. Ids already deleted (by another worker's purge) count nothing.
+        """
+        counts = {"notifications": 0, "jobs": 0, "executionDetails": 0}
+        for chunk in _chunks(list(job_ids), 500):
+            counts["executionDetails"] += await self._delete(ExecutionDetail, ExecutionDetail.job_id.in_(chunk))
+            counts["jobs"] += await self._delete(Job, Job.id.in_(chunk))
+        for chunk in _chunks(list(notification_ids), 500):
+            counts["notifications"] += await self._delete(Notification, Notification.id.in_(chunk))
         return counts
 
-    async def _ids(self, model: Any, environment_id: str, transaction_ids: list[str], limit: int) -> list[str]:
-        # All of them, cut here: with a LIMIT PostgreSQL chose a slower plan
-        # (bench.retention, 20,000 events: 19.1 s against 4.1 s).
+    async def delete_events(self, event_ids: Sequence[str]) -> int:
+        """Delete these events (once nothing of their history is left); returns how many went."""
+        deleted = 0
+        for chunk in _chunks(list(event_ids), 500):
+            deleted += await self._delete(Event, Event.id.in_(chunk))
+        return deleted
+
+    async def _ids(self, model: Any, environment_id: str, transaction_ids: list[str]) -> list[str]:
         result = await self.session.execute(
             select(model.id).where(model.environment_id == environment_id, model.transaction_id.in_(transaction_ids))
         )
-        return list(result.scalars())[:limit]
+        return list(result.scalars())
 
     async def delete_messages_before(self, floor: str, limit: int) -> int:
         """Delete up to ``limit`` messages made before ``floor``, oldest first; returns how many went."""

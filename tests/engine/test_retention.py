@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from herald.app import create_app
 from herald.config import SettingsError, load_settings
@@ -147,10 +147,8 @@ def test_retention_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch,
         load_settings(data_dir=tmp_path, secret_key="k")
 
 
-async def test_a_large_event_is_deleted_over_several_transactions_and_finished_by_the_next_purge(
-    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # One event with two notifications and three jobs; a transaction may delete one job and one notification.
+async def event_to_two_subscribers(api: httpx.AsyncClient, app: FastAPI, worker: Worker) -> None:
+    """One event delivered: two notifications, three jobs (its expansion and two in-app steps)."""
     workflow = await create_workflow(api)
     subscribers = [(await create_subscriber(api))["subscriberId"] for _ in range(2)]
     await trigger(api, workflow["triggers"][0]["identifier"], subscribers, payload={"name": "Ada"})
@@ -161,6 +159,13 @@ async def test_a_large_event_is_deleted_over_several_transactions_and_finished_b
         "jobs": 3,
         "messages": 2,
     }
+
+
+async def test_a_large_event_is_deleted_over_several_transactions_and_finished_by_the_next_purge(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One event with two notifications and three jobs; a transaction may delete one job and one notification.
+    await event_to_two_subscribers(api, app, worker)
     monkeypatch.setattr(retention, "ROWS_PER_TRANSACTION", 1)
     monkeypatch.setattr(retention, "TRANSACTIONS_PER_PURGE", 2)
     later = utcnow() + timedelta(days=31)
@@ -178,6 +183,31 @@ async def test_a_large_event_is_deleted_over_several_transactions_and_finished_b
         "execution_details": 0,
         "messages": 2,
     }
+
+
+async def test_a_purge_reads_an_events_history_once_for_all_the_transactions_deleting_it(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await event_to_two_subscribers(api, app, worker)
+    monkeypatch.setattr(retention, "ROWS_PER_TRANSACTION", 1)
+    reads: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if statement.lstrip().startswith("SELECT"):
+            reads.append(statement)
+
+    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        purged = await purge_history(app.state.sessionmaker, MONTH, now=utcnow() + timedelta(days=31))
+    finally:
+        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+    # Three transactions deleted it (three jobs, one a transaction); each read the
+    # finished events and the event's remaining ids again before.
+    assert (purged.events, purged.jobs, purged.notifications) == (1, 3, 2)
+    assert sum("FROM events" in statement for statement in reads) == 1, reads
+    assert sum(statement.lstrip().startswith("SELECT jobs.id") for statement in reads) == 1, reads
+    assert sum(statement.lstrip().startswith("SELECT notifications.id") for statement in reads) == 1, reads
+    assert (await rows(app))["events"] == 0
 
 
 async def test_a_purge_stops_at_its_row_budget_and_the_next_goes_on(

@@ -14,8 +14,10 @@ MIGRATIONS_DIR = Path(__file__).parent
 def alembic_config(database_url: str) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    config.set_main_option("sqlalchemy.url", database_url)
-    # render_as_batch lets ALTERs work on SQLite.
+    # Handed over as it is, not as an option: options go through ConfigParser's
+    # interpolation, where the % of a percent-encoded password or path is special
+    # ("invalid interpolation syntax").
+    config.attributes["database_url"] = database_url
     return config
 
 

@@ -24,7 +24,7 @@ def do_run_migrations(connection: Connection) -> None:
 
 
 async def run_async_migrations() -> None:
-    engine = create_engine(config.get_main_option("sqlalchemy.url") or "")
+    engine = create_engine(config.attributes["database_url"])
     async with engine.connect() as connection:
         await connection.run_sync(do_run_migrations)
         await connection.commit()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import insert, select, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -99,3 +101,26 @@ async def test_the_queue_tables_are_vacuumed_and_analyzed_often_on_postgresql(em
         await engine.dispose()
     assert "autovacuum_vacuum_scale_factor=0.01" in options["jobs"]
     assert "autovacuum_analyze_scale_factor=0.02" in options["messages"]
+
+
+async def test_a_database_url_with_percent_encoding_migrates(empty_database: stores.TestDatabase, tmp_path: Path) -> None:
+    """A password with ``@`` or ``/``, or a path with a space, is percent-encoded in the URL: ``herald migrate`` takes it as given.
+
+    (Alembic's options are read with ConfigParser's interpolation, where ``%`` is special.)
+    """
+    if empty_database.kind == "postgres":
+        # Trust authentication: the server asks for no password, so any one will do.
+        url = make_url(empty_database.url).set(password="p@ss/word").render_as_string(hide_password=False)
+        assert "%40" in url
+    else:
+        url = f"sqlite:///{tmp_path / 'with space'}/herald.db".replace(" ", "%20")
+    await upgrade_async(url)
+    engine = create_engine(url, pool_size=1)
+    try:
+        async with engine.connect() as connection:
+            revision = (await connection.execute(text("SELECT version_num FROM alembic_version"))).scalar_one()
+    finally:
+        await engine.dispose()
+    assert revision == head_revision()
+    if empty_database.kind == "sqlite":
+        assert (tmp_path / "with space" / "herald.db").exists()

@@ -39,10 +39,17 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def herald_command() -> list[str]:
-    """The ``herald`` console script of this interpreter's environment."""
+def herald_command(tree: Path = REPO) -> list[str]:
+    """The ``herald`` console script of this interpreter's environment, or Herald's CLI from another checkout.
+
+    ``tree``: a checkout of Herald other than this one (bench/ab.py compares
+    two). Its CLI runs as a module from that folder, whose ``herald`` package
+    then comes before the one installed in the environment.
+    """
     script = BIN / "herald"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "herald.cli"]
+    if tree == REPO and script.exists():
+        return [str(script)]
+    return [sys.executable, "-m", "herald.cli"]
 
 
 # Processes ---------------------------------------------------------------------
@@ -274,9 +281,13 @@ class Environment:
     services: list[Service] = field(default_factory=list)
     organization_id: str = ""
     environment_id: str = ""
+    # The checkout of Herald to run (bench/ab.py); this one by default.
+    tree: Path = REPO
 
     def env(self, **more: str) -> dict[str, str]:
         env = dict(os.environ)
+        if self.tree != REPO:
+            env["PYTHONPATH"] = str(self.tree)
         env.update(
             HERALD_DATA_DIR=str(self.folder / "data"),
             HERALD_DATABASE_URL=self.store.url,
@@ -288,8 +299,8 @@ class Environment:
 
     def run_cli(self, *args: str, timeout: float = 120.0) -> str:
         result = subprocess.run(
-            [*herald_command(), *args],
-            cwd=REPO,
+            [*herald_command(self.tree), *args],
+            cwd=self.tree,
             env=self.env(),
             capture_output=True,
             text=True,
@@ -345,7 +356,7 @@ class Environment:
             await engine.dispose()
 
     def _start(self, name: str, command: list[str], env: dict[str, str]) -> Service:
-        service = start(name, command, env, self.folder)
+        service = start(name, command, env, self.folder, cwd=self.tree)
         self.services.append(service)
         return service
 
@@ -354,7 +365,7 @@ class Environment:
         port = free_port()
         in_process_worker = workers == 0
         if server == "uvicorn":
-            command = [*herald_command(), "serve", "--host", HOST, "--port", str(port)]
+            command = [*herald_command(self.tree), "serve", "--host", HOST, "--port", str(port)]
             if not in_process_worker:
                 command.append("--no-worker")
             api = self._start(f"herald-api-{server}", command, self.env())
@@ -365,7 +376,7 @@ class Environment:
                 self.env(BENCH_RUN_WORKER="1" if in_process_worker else "0"),
             )
         worker_services = [
-            self._start(f"herald-worker-{index + 1}", [*herald_command(), "worker"], self.env())
+            self._start(f"herald-worker-{index + 1}", [*herald_command(self.tree), "worker"], self.env())
             for index in range(workers)
         ]
         deployment = Deployment(f"http://{HOST}:{port}", api_key, api, worker_services)

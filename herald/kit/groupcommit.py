@@ -5,8 +5,9 @@ on PostgreSQL, a WAL write on SQLite) and a connection held across several
 round trips. Under load, requests arriving while a batch is being written
 wait for the next batch instead of each opening a transaction of its own: the
 cost of a commit is shared by every caller in the batch, and no caller waits
-longer than the batch in front of it. With a single caller there is no
-batching delay at all.
+longer than the batch in front of it and a moment (at most LINGER_SECONDS) for
+the callers the last batches say will share its own. With a single caller
+there is no batching delay at all.
 
 Each caller still gets its own outcome. A batch whose transaction fails is
 written again one caller at a time, so a bad item fails alone and the others
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
@@ -29,6 +31,13 @@ logger = logging.getLogger("herald.groupcommit")
 
 # Passes of the event loop the writer waits at most for more callers (see _gather).
 GATHER_PASSES = 8
+# How long the writer waits at most for the callers it expects (see _linger): never
+# longer than its last write took, and never longer than this.
+LINGER_SECONDS = 0.002
+# The batches whose sizes say how many callers to expect.
+RECENT_BATCHES = 8
+# After a wait that ended without them, this many batches are written without waiting.
+REST_AFTER_MISS = 8
 
 Item = TypeVar("Item")
 Outcome = TypeVar("Outcome")
@@ -51,6 +60,14 @@ class GroupCommit(Generic[Item, Outcome]):
         self._max_batch = max_batch
         self._pending: list[tuple[Item, asyncio.Future[Outcome]]] = []
         self._writer: asyncio.Task[None] | None = None
+        # What _linger goes by: the sizes of the last batches, how long the last
+        # write took, the batches left to write without waiting, and the caller
+        # count that ends the current wait (with the future it settles).
+        self._recent_sizes: list[int] = []
+        self._last_write_seconds = 0.0
+        self._resting = 0
+        self._expected = 0
+        self._enough: asyncio.Future[None] | None = None
 
     async def submit(self, item: Item) -> Outcome:
         """Write ``item`` in the next batch; returns its outcome once the batch is committed."""
@@ -58,6 +75,8 @@ class GroupCommit(Generic[Item, Outcome]):
         self._pending.append((item, future))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._drain())
+        elif self._enough is not None and len(self._pending) >= self._expected and not self._enough.done():
+            self._enough.set_result(None)
         # The write goes on if the caller goes away: it was accepted into a batch.
         return await asyncio.shield(future)
 
@@ -66,8 +85,13 @@ class GroupCommit(Generic[Item, Outcome]):
         try:
             while self._pending:
                 await self._gather()
+                await self._linger()
                 batch, self._pending = self._pending[: self._max_batch], self._pending[self._max_batch :]
+                self._recent_sizes = [*self._recent_sizes[1 - RECENT_BATCHES :], len(batch)]
+                # perf_counter, not the loop's clock: uvloop's counts whole milliseconds.
+                started = time.perf_counter()
                 await self._write_batch(batch)
+                self._last_write_seconds = time.perf_counter() - started
         except BaseException as exc:  # cancelled (shutdown): nobody may be left waiting
             for _, future in batch + self._pending:
                 _settle(future, RuntimeError(f"the write was interrupted: {exc!r}"))
@@ -98,6 +122,47 @@ class GroupCommit(Generic[Item, Outcome]):
             await asyncio.sleep(0)
             if len(self._pending) == waiting:
                 return
+
+    async def _linger(self) -> None:
+        """Wait a moment for the callers the last batches say are coming, so that they share one write.
+
+        Callers that wait on their answers before they send again (a client
+        whose next request follows the last one's answer) fall into two
+        groups: those answered by the write just made, and the few that
+        reached ``submit`` during it. Written at once, the few made a batch of
+        their own, and the many, back a moment later, waited for that write
+        before theirs: batches alternated between a few callers and nearly
+        all, and every caller waited for two writes. At 32 clients over HTTP
+        on PostgreSQL a third of the batches held one to three triggers, while
+        the write took 2.7 ms whatever its size.
+
+        So when the last batches were bigger than what is in hand, the writer
+        waits until as many are in hand, for at most as long as its last
+        write took (it waits only where a write is worth saving) and
+        LINGER_SECONDS. A caller alone, or a steady trickle, is written at
+        once: the last batches were no bigger. A wait that ends without them
+        (the clients are slower to come back than a write, or fewer than
+        before) is not tried again for REST_AFTER_MISS batches, so what such
+        waits cost stays a small share; and the sizes expected come from the
+        last RECENT_BATCHES batches only, so a load that falls is followed.
+        """
+        expected = min(max(self._recent_sizes, default=0), self._max_batch)
+        if len(self._pending) >= expected:
+            return
+        if self._resting:
+            self._resting -= 1
+            return
+        timeout = min(self._last_write_seconds, LINGER_SECONDS)
+        loop = asyncio.get_running_loop()
+        self._expected, self._enough = expected, loop.create_future()
+        timer = loop.call_later(timeout, _settle, self._enough, None)
+        try:
+            await self._enough
+        finally:
+            timer.cancel()
+            self._enough = None
+        if len(self._pending) < expected:
+            self._resting = REST_AFTER_MISS
 
     async def _write_batch(self, batch: list[tuple[Item, asyncio.Future[Outcome]]]) -> None:
         try:

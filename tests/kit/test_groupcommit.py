@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.events.service import DUPLICATE_TRANSACTION
+from herald.kit import groupcommit
 from herald.kit.groupcommit import GroupCommit
 from herald.models import Event, Job, Tenant
 from tests.fixtures.builders import create_workflow
@@ -201,3 +202,73 @@ async def test_a_single_caller_is_written_at_once(app: FastAPI, tenancy, count: 
 
     recorder: GroupCommit[str, int] = GroupCommit(app.state.sessionmaker, write)
     assert await asyncio.wait_for(recorder.submit("alone"), timeout=5) == count
+
+
+async def run_clients(recorder: GroupCommit[str, str], turnarounds: Sequence[int], rounds: int) -> list[str]:
+    """Clients that each submit, wait for the answer and submit again ``turnaround`` loop passes later."""
+
+    async def client(number: int, passes: int) -> list[str]:
+        answers = []
+        for round_ in range(rounds):
+            answers.append(await recorder.submit(f"c{number}-r{round_}"))
+            for _ in range(passes):
+                await asyncio.sleep(0)
+        return answers
+
+    results = await asyncio.gather(*(client(number, passes) for number, passes in enumerate(turnarounds)))
+    return [answer for answers in results for answer in answers]
+
+
+async def test_clients_answered_by_a_write_share_the_next_with_those_that_queued_during_it(
+    app: FastAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Eight clients come back at once after their answer, two take longer and
+    # reach submit while the next write is under way. Written as soon as that
+    # write ends, the two made a batch of their own and the eight waited for
+    # it: batches alternated between two and eight, two writes a round. The
+    # writer now waits a moment for the callers the last batches say are
+    # coming, and every round is one write of all ten.
+    # Waits long enough for a slow machine's forty passes of the loop.
+    monkeypatch.setattr(groupcommit, "LINGER_SECONDS", 0.05)
+    batches: list[int] = []
+
+    async def write(session: AsyncSession, names: Sequence[str]) -> list[str]:
+        batches.append(len(names))
+        await asyncio.sleep(0.02)  # the write's round trip, during which the slow two come back
+        return [f"wrote {name}" for name in names]
+
+    recorder: GroupCommit[str, str] = GroupCommit(app.state.sessionmaker, write)
+    rounds = 12
+    answers = await run_clients(recorder, [0] * 8 + [40, 40], rounds)
+
+    assert sorted(answers) == sorted(f"wrote c{number}-r{round_}" for number in range(10) for round_ in range(rounds))
+    assert sum(batches) == 10 * rounds
+    # The first rounds find the pattern; after them every batch holds all ten.
+    assert batches[-8:] == [10] * 8
+    assert len(batches) <= rounds + 3
+
+
+async def test_after_a_wait_in_vain_the_writer_does_not_wait_for_a_while(app: FastAPI) -> None:
+    # A burst of ten makes the writer expect ten. A caller that then comes
+    # alone waits for them at most a moment and is written alone; the waits
+    # are not tried again for the next batches, so a caller arriving a few
+    # passes after another is not waited for either.
+    batches: list[list[str]] = []
+
+    async def write(session: AsyncSession, names: Sequence[str]) -> list[str]:
+        batches.append(list(names))
+        await asyncio.sleep(0.005)
+        return [f"wrote {name}" for name in names]
+
+    recorder: GroupCommit[str, str] = GroupCommit(app.state.sessionmaker, write)
+    burst = [f"burst-{n}" for n in range(10)]
+    await asyncio.gather(*(recorder.submit(name) for name in burst))
+    assert await recorder.submit("alone") == "wrote alone"
+
+    async def arrive_after(passes: int, name: str) -> str:
+        for _ in range(passes):
+            await asyncio.sleep(0)
+        return await recorder.submit(name)
+
+    assert await asyncio.gather(arrive_after(0, "next"), arrive_after(30, "later")) == ["wrote next", "wrote later"]
+    assert batches == [burst, ["alone"], ["next"], ["later"]]

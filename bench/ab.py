@@ -146,7 +146,7 @@ def machine_now() -> tuple[float, float, float]:
     return time.monotonic(), harness.machine_busy_seconds(), time.process_time()
 
 
-async def turn(side: Side, args: argparse.Namespace, ceiling: float) -> str:
+async def turn(side: Side, args: argparse.Namespace, bare_rate: float) -> str:
     """One measured turn of ``side``, then the delivery of what it accepted; returns its line of the round.
 
     Two CPU figures a trigger: the API process's during the turn (what
@@ -170,13 +170,14 @@ async def turn(side: Side, args: argparse.Namespace, ceiling: float) -> str:
     delivered = cpu_by_part(side)
     if result.errors:
         raise RuntimeError(f"{side.name}: {result.errors} errors ({'; '.join(result.error_samples[:2])})")
-    share = result.rate / ceiling
-    api_us = (accepting["api"] - before["api"]) / max(accepted, 1) * 1e6
-    whole_us = sum(delivered[part] - before.get(part, 0.0) for part in delivered) / max(accepted, 1) * 1e6
+    share = result.rate / bare_rate
+    per_trigger = 1e6 / max(accepted, 1)  # CPU seconds -> µs a trigger
+    api_us = (accepting["api"] - before["api"]) * per_trigger
+    whole_us = sum(delivered[part] - before[part] for part in delivered) * per_trigger
     side.shares.append(share)
     side.api_us.append(api_us)
     side.cpu_us.append(whole_us)
-    parts = ", ".join(f"{part} {(delivered[part] - before[part]) / max(accepted, 1) * 1e6:.0f}" for part in delivered)
+    parts = ", ".join(f"{part} {(delivered[part] - before[part]) * per_trigger:.0f}" for part in delivered)
     # Cores the rest of the machine used during the turn: not Herald, not the load generator (autovacuum, others).
     wall = ended[0] - started[0]
     herald_cores = sum(accepting[part] - before[part] for part in accepting) / wall

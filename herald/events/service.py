@@ -267,7 +267,6 @@ class _Accepted:
     """A trigger that will run, once its event row is written."""
 
     event: dict[str, Any]
-    job: dict[str, Any]
     result: TriggerResult
 
 
@@ -320,21 +319,8 @@ def _judge(trigger: Trigger, found: _Lookups) -> TriggerResult | _Accepted:
         "status": "accepted",
         "created_at": now,
     }
-    job = {
-        "id": new_id(),
-        "environment_id": principal.environment_id,
-        "organization_id": principal.organization_id,
-        "kind": "event",
-        "status": "queued",
-        "event_id": event_id,
-        "transaction_id": transaction_id,
-        "workflow_id": workflow.id,
-        "run_at": now,
-        "created_at": now,
-        "updated_at": now,
-    }
     # Recipients refused at acceptance are reported to the caller and kept on the event.
-    return _Accepted(event, job, outcome("processed", recipients.reasons))
+    return _Accepted(event, outcome("processed", recipients.reasons))
 
 
 async def record_triggers(
@@ -362,7 +348,7 @@ async def record_triggers(
     accepted = [outcome for outcome in outcomes if isinstance(outcome, _Accepted)]
     try:
         written = await EventRepository(session).record_many(
-            [item.event for item in accepted], [item.job for item in accepted], busy=busy, unchanged=found.kept.values()
+            [item.event for item in accepted], busy=busy, unchanged=found.kept.values()
         )
     except WorkflowsChanged:
         # Nothing was written: judge the batch again on the workflows as they are

@@ -18,13 +18,15 @@ table and shape:
   encodes it, an eighth of a busy worker's time.)
 
 Columns a row leaves out get the column's Python-side default, as a flush
-or a Core insert would give them.
+or a Core insert would give them. On PostgreSQL a statement can also give
+columns itself (``given``) and make rows of one table out of the rows of
+another (``postgres_insert_select``), so what it can work out is not sent.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -180,6 +182,20 @@ def _sqlite_statement(plan: _TablePlan, rows: int, conflict: Sequence[str] | Non
     return sql
 
 
+def postgres_recordset(
+    table: Table, parameter: int, names: Collection[str] | None = None, extra: Mapping[str, str] | None = None
+) -> str:
+    """``json_to_recordset($parameter::json) AS r(...)``: the records of a :func:`postgres_document`, as ``r``.
+
+    ``names``: the table's columns the records hold (default: all); ``extra``:
+    more fields, by name and type (a document's ``extra``).
+    """
+    plan = _plan(table)
+    fields = [f'"{column.name}" {column.record_type}' for column in plan.columns if names is None or column.name in names]
+    fields += [f'"{name}" {record_type}' for name, record_type in (extra or {}).items()]
+    return f"json_to_recordset(${parameter}::json) AS r({', '.join(fields)})"
+
+
 def postgres_insert(
     table: Table,
     *,
@@ -187,27 +203,86 @@ def postgres_insert(
     skip_conflicts_on: Sequence[str] | None = None,
     returning: Sequence[str] = (),
     where: str = "",
+    given: Mapping[str, str] | None = None,
+    extra: Mapping[str, str] | None = None,
+    joins: str = "",
 ) -> str:
     """``INSERT INTO table ... SELECT FROM json_to_recordset($parameter)``: the rows of a :func:`postgres_document`.
 
     ``where`` filters the rows read (they are ``r``), for statements that
-    combine several inserts (``WITH written AS (...) INSERT ...``).
+    combine several inserts (``WITH written AS (...) INSERT ...``). ``given``:
+    columns whose values are SQL expressions, over ``r`` and the tables of
+    ``joins``, instead of the document's (which leaves them out); ``extra``:
+    fields of the records that are not columns (the document's ``extra``), by
+    name and type, for those expressions.
     """
     plan = _plan(table)
+    given = given or {}
     names = _quoted([column.name for column in plan.columns])
-    record = ", ".join(f'"{column.name}" {column.record_type}' for column in plan.columns)
-    selected = ", ".join(column.read.format(f'r."{column.name}"') for column in plan.columns)
-    sql = f"INSERT INTO {plan.name} ({names}) SELECT {selected} FROM json_to_recordset(${parameter}::json) AS r({record})"
+    selected = ", ".join(
+        given[column.name] if column.name in given else column.read.format(f'r."{column.name}"') for column in plan.columns
+    )
+    read = {column.name for column in plan.columns} - set(given)
+    sql = f"INSERT INTO {plan.name} ({names}) SELECT {selected} FROM {postgres_recordset(table, parameter, read, extra)}{joins}"
     if where:
         sql += f" WHERE {where}"
     return sql + _tail(skip_conflicts_on, returning)
 
 
-def postgres_document(table: Table, rows: Sequence[dict[str, Any]]) -> str:
-    """``rows`` as the JSON document a :func:`postgres_insert` statement reads."""
+def postgres_insert_select(table: Table, values: Mapping[str, str], source: str, *, returning: Sequence[str] = ()) -> str:
+    """``INSERT INTO table SELECT ... FROM source``: rows made by the statement out of other rows, not sent.
+
+    ``values`` gives columns' SQL expressions over ``source``. A column left
+    out gets its default as a flush would give it: a constant (or an empty
+    JSON object or array) written as a literal, or NULL. A column whose
+    default is made for each row (an id, a time) must be in ``values``.
+    """
     plan = _plan(table)
-    names = [column.name for column in plan.columns]
-    return _postgres_json([dict(zip(names, _values(plan.postgres, row), strict=True)) for row in rows])
+    selected = ", ".join(values[column.name] if column.name in values else _default_literal(column) for column in table.columns)
+    names = _quoted([column.name for column in plan.columns])
+    return f"INSERT INTO {plan.name} ({names}) SELECT {selected} FROM {source}" + _tail(None, returning)
+
+
+def _default_literal(column: Any) -> str:
+    """A column's default as an SQL literal, for :func:`postgres_insert_select`."""
+    default = column.default
+    if default is None:
+        if column.server_default is not None:
+            raise ValueError(f"{column.table.name}.{column.name} has only a server default: give it")
+        return "NULL"
+    value = default.arg(None) if default.is_callable else default.arg
+    made_per_row = default.is_callable and not (isinstance(column.type, JSON) and value in ({}, []))
+    if made_per_row:
+        raise ValueError(f"{column.table.name}.{column.name}'s default is made for each row: give it")
+    if isinstance(column.type, JSON):
+        return "'" + orjson.dumps(value).decode().replace("'", "''") + "'::jsonb"
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    raise ValueError(f"{column.table.name}.{column.name}: no literal for a default of type {type(value).__name__}")
+
+
+def postgres_document(
+    table: Table, rows: Sequence[dict[str, Any]], *, leave_out: Collection[str] = (), extra: Sequence[str] = ()
+) -> str:
+    """``rows`` as the JSON document a :func:`postgres_insert` statement reads.
+
+    ``leave_out``: columns the statement gives itself (its ``given``);
+    ``extra``: fields of each row that are not columns, copied as they are.
+    """
+    plan = _plan(table)
+    steps = plan.postgres if not leave_out else tuple(step for step in plan.postgres if step[0] not in leave_out)
+    names = [step[0] for step in steps]
+    documents = [dict(zip(names, _values(steps, row), strict=True)) for row in rows]
+    for document, row in zip(documents, rows, strict=True) if extra else ():
+        for name in extra:
+            document[name] = row[name]
+    return _postgres_json(documents)
 
 
 def _postgres_statement(plan: _TablePlan, conflict: Sequence[str] | None, returning: Sequence[str]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
+import orjson
 import pytest
 from fastapi import FastAPI
 from sqlalchemy import Boolean, Column, MetaData, String, Table, false, insert, select, text
@@ -166,3 +167,25 @@ async def test_a_column_with_only_a_server_default_must_be_given(app: FastAPI) -
     async with app.state.sessionmaker() as session:
         with pytest.raises(ValueError, match="only a server default"):
             await insert_rows(session, table, [{"id": new_id()}])
+
+
+def test_rows_made_in_a_statement_get_constant_defaults_and_must_be_given_the_others() -> None:
+    # postgres_insert_select writes a column left out as its default literal; one made per row cannot be.
+    made = bulk.postgres_insert_select(Job.__table__, {"id": "s.id", "run_at": "now()", "created_at": "now()", "updated_at": "now()"}, "source s")
+    assert "0, 5" in made  # attempts, max_attempts
+    assert "'{}'::jsonb" in made  # data
+    for needed in ("id", "run_at", "created_at"):
+        given = {"id": "s.id", "run_at": "now()", "created_at": "now()", "updated_at": "now()"}
+        del given[needed]
+        with pytest.raises(ValueError, match=f"jobs.{needed}'s default is made for each row"):
+            bulk.postgres_insert_select(Job.__table__, given, "source s")
+
+
+def test_a_document_can_leave_columns_to_the_statement_and_carry_other_fields(tenancy) -> None:
+    row = {**event_row(tenancy, "doc"), "job_id": "j1", "extra_steps": None}
+    [record] = orjson.loads(bulk.postgres_document(Event.__table__, [row], leave_out={"steps"}, extra=("job_id", "extra_steps")))
+    assert "steps" not in record
+    assert (record["job_id"], record["extra_steps"]) == ("j1", None)
+    assert record["recipients"] == [row["recipients"]]  # the rest as postgres_insert reads it
+    recordset = bulk.postgres_recordset(Event.__table__, 1, ["id", "created_at"], {"job_id": "varchar(24)"})
+    assert recordset == 'json_to_recordset($1::json) AS r("created_at" timestamptz, "id" VARCHAR(24), "job_id" varchar(24))'

@@ -1,13 +1,25 @@
-"""kit.db look-ups by a list of keys: the rows they find, and on PostgreSQL the plan they get."""
+"""kit.db: look-ups by a list of keys (the rows they find, and on PostgreSQL the plan they get), and statements on the driver."""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
-from sqlalchemy import select
+from fastapi import FastAPI
+from sqlalchemy import exc as sa_exc
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from herald.kit.db import any_of, create_engine, create_sessionmaker, each_of
+from herald.kit.db import (
+    any_of,
+    create_engine,
+    create_sessionmaker,
+    each_of,
+    fetch_outside_transaction,
+    without_transaction,
+)
+from herald.kit.errors import is_store_unavailable
 from herald.migrations import upgrade_async
 from herald.models import Subscriber
 
@@ -122,3 +134,61 @@ def _literal(value: object) -> str:
     if isinstance(value, int):
         return str(value)
     return "'" + str(value).replace("'", "''") + "'"
+
+
+async def _driver_fetches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Counts the statements fetch_outside_transaction runs through SQLAlchemy."""
+    through_sqlalchemy: list[str] = []
+    exec_driver_sql = AsyncConnection.exec_driver_sql
+
+    async def counted(self: AsyncConnection, statement: str, *args: Any, **kwargs: Any) -> Any:
+        through_sqlalchemy.append(statement)
+        return await exec_driver_sql(self, statement, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncConnection, "exec_driver_sql", counted)
+    return through_sqlalchemy
+
+
+async def test_a_statement_outside_a_transaction_runs_on_the_driver_and_inside_one_through_sqlalchemy(
+    app: FastAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if app.state.settings.is_sqlite:
+        pytest.skip("asyncpg's connection is PostgreSQL's")
+    through_sqlalchemy = await _driver_fetches(monkeypatch)
+    async with app.state.sessionmaker() as session:
+        await without_transaction(session)
+        assert await fetch_outside_transaction(session, "SELECT $1::int + 1", (41,)) == [(42,)]
+    assert through_sqlalchemy == []
+    async with app.state.sessionmaker() as session:
+        assert await fetch_outside_transaction(session, "SELECT $1::int + 1", (1,)) == [(2,)]
+    assert through_sqlalchemy == ["SELECT $1::int + 1"]
+
+
+async def test_a_failure_on_the_driver_is_raised_as_sqlalchemy_raises_it(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> None:
+    if app.state.settings.is_sqlite:
+        pytest.skip("asyncpg's connection is PostgreSQL's")
+    through_sqlalchemy = await _driver_fetches(monkeypatch)
+    async with app.state.sessionmaker() as session:
+        await without_transaction(session)
+        with pytest.raises(sa_exc.ProgrammingError, match="no_such_column"):
+            await fetch_outside_transaction(session, "SELECT no_such_column", ())
+    assert through_sqlalchemy == ["SELECT no_such_column"]
+
+
+async def test_a_connection_lost_under_the_driver_is_invalidated_and_reads_as_the_store_unavailable(app: FastAPI) -> None:
+    if app.state.settings.is_sqlite:
+        pytest.skip("asyncpg's connection is PostgreSQL's")
+    async with app.state.sessionmaker() as session:
+        await without_transaction(session)
+        [(pid,)] = await fetch_outside_transaction(session, "SELECT pg_backend_pid()", ())
+        async with app.state.sessionmaker() as other:
+            await other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+            await other.commit()
+        with pytest.raises(sa_exc.DBAPIError) as raised:
+            await fetch_outside_transaction(session, "SELECT 1", ())
+    assert raised.value.connection_invalidated
+    assert is_store_unavailable(raised.value)
+    # The pool gives a live connection next.
+    async with app.state.sessionmaker() as session:
+        await without_transaction(session)
+        assert await fetch_outside_transaction(session, "SELECT 1", ()) == [(1,)]

@@ -278,10 +278,11 @@ def postgres_document(
     plan = _plan(table)
     steps = plan.postgres if not leave_out else tuple(step for step in plan.postgres if step[0] not in leave_out)
     names = [step[0] for step in steps]
-    documents = [dict(zip(names, _values(steps, row), strict=True)) for row in rows]
-    for document, row in zip(documents, rows, strict=True) if extra else ():
-        for name in extra:
-            document[name] = row[name]
+    documents = []
+    for row in rows:
+        document = dict(zip(names, _values(steps, row), strict=True))
+        document.update((name, row[name]) for name in extra)
+        documents.append(document)
     return _postgres_json(documents)
 
 

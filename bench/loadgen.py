@@ -79,6 +79,27 @@ class LoadResult:
             self.error_samples.append(f"{type(exc).__name__}: {exc}")
 
 
+def combine(results: Sequence[LoadResult]) -> LoadResult:
+    """Measurements of the same load taken in turns, as one: their counts and seconds added, latencies pooled.
+
+    The rate is then the requests of every turn over the seconds of every
+    turn, not a mean of the turns' rates, which would weigh a short slow turn
+    like a long fast one.
+    """
+    total = LoadResult()
+    for result in results:
+        total.duration += result.duration
+        total.ok += result.ok
+        total.errors += result.errors
+        for status, count in result.statuses.items():
+            total.statuses[status] = total.statuses.get(status, 0) + count
+        total.latencies.extend(result.latencies)
+        total.client_cpu_seconds += result.client_cpu_seconds
+        total.accepted_total += result.accepted_total
+        total.error_samples.extend(result.error_samples[: 3 - len(total.error_samples)])
+    return total
+
+
 # Clients -------------------------------------------------------------------------------
 
 

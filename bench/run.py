@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bench import harness, report, scenarios
 from bench.harness import SERVERS, Deployment, Environment, Store
-from bench.loadgen import CLIENTS, Api, LoadResult
+from bench.loadgen import CLIENTS, Api, LoadResult, combine
 from bench.report import Row, ms, number, verdict
 
 MEASUREMENTS = ("acceptance", "e2e", "sustained", "digest", "fanout")
@@ -41,6 +41,7 @@ class Options:
     concurrency: list[int]
     duration: float
     warmup: float
+    turns: int
     e2e_rate: float
     e2e_duration: float
     sustained_duration: float
@@ -66,8 +67,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser.add_argument("--server", default="uvicorn", help="uvicorn, granian, or a comma list: the first runs every measurement, the others only the trigger acceptance and bare endpoint rows")
     parser.add_argument("--client", choices=CLIENTS, default="raw", help="HTTP client that sends the measured triggers (default raw; see bench/loadgen.py)")
     parser.add_argument("--concurrency", default="32,128", help="closed-loop concurrencies for trigger acceptance (default 32,128)")
-    parser.add_argument("--duration", type=float, help="seconds per acceptance measurement (default 10; quick 3)")
-    parser.add_argument("--warmup", type=float, help="seconds of load before each acceptance measurement counts (default 1; quick 0.5)")
+    parser.add_argument("--duration", type=float, help="seconds per acceptance measurement, shared among its turns (default 10; quick 3)")
+    parser.add_argument("--warmup", type=float, help="seconds of load before each acceptance turn counts (default 1; quick 0.5)")
+    parser.add_argument("--turns", type=int, help="turns of the bare endpoint and Herald, one after the other, per acceptance measurement (default 3; quick 1)")
     parser.add_argument("--e2e-rate", type=float, default=100.0, help="triggers per second for the end-to-end latency (default 100)")
     parser.add_argument("--e2e-duration", type=float, help="seconds of open-loop triggers for end-to-end latency (default 20; quick 5)")
     parser.add_argument("--sustained-duration", type=float, help="seconds of sustained delivery measured (default 60; quick 10)")
@@ -101,6 +103,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
         extra_env[key] = value
     if args.workers < 0 or args.workers > 16:
         parser.error("--workers must be between 0 and 16")
+    if args.turns is not None and not 1 <= args.turns <= 20:
+        parser.error("--turns must be between 1 and 20")
     fanout = args.fanout_sizes or ("500,2000" if quick else "10000,100000")
     return Options(
         quick=quick,
@@ -111,6 +115,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         concurrency=[int(value) for value in args.concurrency.split(",") if value.strip()],
         duration=args.duration or (3.0 if quick else 10.0),
         warmup=args.warmup if args.warmup is not None else (0.5 if quick else 1.0),
+        turns=args.turns or (1 if quick else 3),
         e2e_rate=args.e2e_rate,
         e2e_duration=args.e2e_duration or (5.0 if quick else 20.0),
         sustained_duration=args.sustained_duration or (10.0 if quick else 60.0),
@@ -167,7 +172,6 @@ class Run:
     environment: Environment
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    ceilings: dict[tuple[str, int], float] = field(default_factory=dict)
     accounting: scenarios.Accounting = field(default_factory=scenarios.Accounting)
     busy: list[float] = field(default_factory=list)
     run_id: str = field(default_factory=lambda: time.strftime("%H%M%S"))
@@ -185,51 +189,80 @@ class Run:
 
     # Measurements ----------------------------------------------------------------------
 
-    async def bare_ceiling(self, server: str) -> None:
-        service = await self.environment.start_bare(server)
+    async def acceptance(self, deployment: Deployment, server: str, workflow: str, api: Api) -> None:
+        """Trigger acceptance against the framework's ceiling at each concurrency, the two measured in turns.
+
+        The ceiling is the bare endpoint on the same server, running beside
+        Herald. The machine's speed moves from minute to minute, and the bare
+        endpoint's rate with it: two bare turns some seconds apart differed by
+        up to 40% (2026-11-25). Measured once before Herald, the ceiling made
+        the share depend on which minutes each fell in; measured in turns, each
+        right before one of Herald's, both sample the same minutes, and the
+        share is every Herald turn's requests against every bare turn's.
+        """
+        bare = await self.environment.start_bare(server)
         try:
             for concurrency in self.options.concurrency:
-                meter = CpuMeter(self.environment)
-                meter.start()
-                result, _ = await scenarios.acceptance(
-                    service.base_url, None, "bench-inapp", concurrency, self.options.duration,  # type: ignore[attr-defined]
-                    self.options.warmup, self.options.client, "bare",
-                )
-                usage = meter.stop()
-                self.ceilings[(server, concurrency)] = result.rate
-                self.rows.append(Row(
-                    f"Framework ceiling: bare FastAPI trigger endpoint ({server}), concurrency {concurrency}",
-                    f"{number(result.rate)} req/s · p50 {ms(result.p(0.5))} · p99 {ms(result.p(0.99))}{_errors(result)}",
-                    "reference",
-                ))
-                self.say(f"bare {server} c={concurrency}: {result.rate:.0f} req/s; {self.cpu_note(usage)}")
+                await self._acceptance_at(deployment, bare, server, workflow, api, concurrency)
         finally:
-            service.stop()
+            bare.stop()
 
-    async def herald_acceptance(self, deployment: Deployment, server: str, workflow: str, api: Api) -> None:
-        for concurrency in self.options.concurrency:
+    async def _acceptance_at(
+        self, deployment: Deployment, bare: harness.Service, server: str, workflow: str, api: Api, concurrency: int
+    ) -> None:
+        turns = self.options.turns
+        seconds = self.options.duration / turns
+        ceilings: list[LoadResult] = []
+        results: list[LoadResult] = []
+        for turn in range(1, turns + 1):
             meter = CpuMeter(self.environment)
             meter.start()
-            profiler = self._start_profile(deployment, f"{server}-c{concurrency}") if self.options.profile else None
+            ceiling, _ = await scenarios.acceptance(
+                bare.base_url, None, "bench-inapp", concurrency, seconds,  # type: ignore[attr-defined]
+                self.options.warmup, self.options.client, "bare",
+            )
+            turn_text = f" turn {turn}/{turns}" if turns > 1 else ""
+            self.say(f"bare {server} c={concurrency}{turn_text}: {ceiling.rate:.0f} req/s; {self.cpu_note(meter.stop())}")
+            meter = CpuMeter(self.environment)
+            meter.start()
+            label = f"{server}-c{concurrency}" + (f"-turn{turn}" if turns > 1 else "")
+            profiler = self._start_profile(deployment, label, seconds) if self.options.profile else None
             result, accepted = await scenarios.acceptance(
-                deployment.base_url, deployment.api_key, workflow, concurrency, self.options.duration,
+                deployment.base_url, deployment.api_key, workflow, concurrency, seconds,
                 self.options.warmup, self.options.client, f"acc-{server}",
             )
             usage = meter.stop()
             if profiler is not None:
                 self._finish_profile(profiler)
             self.accounting.add(accepted)
-            ceiling = self.ceilings.get((server, concurrency))
-            share = result.rate / ceiling if ceiling else None
-            share_text = f" ({share:.0%} of the framework ceiling)" if share is not None else ""
-            self.rows.append(Row(
-                f"Trigger acceptance ({server}), concurrency {concurrency}",
-                f"{number(result.rate)} req/s{share_text} · p50 {ms(result.p(0.5))} · p99 {ms(result.p(0.99))}{_errors(result)}",
-                "≥ 50% of the framework ceiling",
-                verdict(None if share is None else share >= TARGET_CEILING_SHARE),
-            ))
-            self.say(f"herald {server} c={concurrency}: {result.rate:.0f} req/s{share_text}; {self.cpu_note(usage)}")
-            await self.drain(api, f"acceptance c={concurrency}")
+            ceilings.append(ceiling)
+            results.append(result)
+            self.say(
+                f"herald {server} c={concurrency}{turn_text}: {result.rate:.0f} req/s"
+                f"{_share_text(result.rate, ceiling.rate)}; {self.cpu_note(usage)}"
+            )
+            await self.drain(api, f"acceptance c={concurrency}{turn_text}")
+        ceiling, result = combine(ceilings), combine(results)
+        share = result.rate / ceiling.rate if ceiling.rate else None
+        how = f" · {turns} turns of {seconds:.3g} s, each right before Herald's" if turns > 1 else ""
+        self.rows.append(Row(
+            f"Framework ceiling: bare FastAPI trigger endpoint ({server}), concurrency {concurrency}",
+            f"{number(ceiling.rate)} req/s · p50 {ms(ceiling.p(0.5))} · p99 {ms(ceiling.p(0.99))}{how}{_errors(ceiling)}",
+            "reference",
+        ))
+        by_turn = (
+            " · turns " + ", ".join(f"{part.rate / bare_part.rate:.0%}" for part, bare_part in zip(results, ceilings, strict=True) if bare_part.rate)
+            if turns > 1
+            else ""
+        )
+        self.rows.append(Row(
+            f"Trigger acceptance ({server}), concurrency {concurrency}",
+            f"{number(result.rate)} req/s{_share_text(result.rate, ceiling.rate)} · p50 {ms(result.p(0.5))} · p99 {ms(result.p(0.99))}{by_turn}{_errors(result)}",
+            "≥ 50% of the framework ceiling",
+            verdict(None if share is None else share >= TARGET_CEILING_SHARE),
+        ))
+        if turns > 1:
+            self.say(f"herald {server} c={concurrency}: {result.rate:.0f} req/s{_share_text(result.rate, ceiling.rate)} over {turns} turns")
 
     async def drain(self, api: Api, after: str) -> None:
         """Let the worker deliver everything accepted so far, so the next measurement starts idle."""
@@ -358,7 +391,7 @@ class Run:
 
     # Profiling -----------------------------------------------------------------------------
 
-    def _start_profile(self, deployment: Deployment, label: str):  # type: ignore[no-untyped-def]
+    def _start_profile(self, deployment: Deployment, label: str, seconds: float):  # type: ignore[no-untyped-def]
         import shutil
         import subprocess
 
@@ -368,7 +401,7 @@ class Run:
             return None
         pid = max(deployment.api.pids())  # granian serves from its child process
         target = self.environment.folder / f"profile-{label}.txt"
-        duration = int(self.options.warmup + self.options.duration + 1)
+        duration = int(self.options.warmup + seconds + 1)
         process = subprocess.Popen(
             [executable, "record", "--pid", str(pid), "--duration", str(duration), "--rate", "200",
              "--format", "raw", "--output", str(target), "--nonblocking"],
@@ -389,6 +422,10 @@ class Run:
         if self.options.workers:
             return f"{self.store.label}, API + {self.options.workers} worker processes"
         return f"{self.store.label}, worker inside the API process"
+
+
+def _share_text(rate: float, ceiling: float) -> str:
+    return f" ({rate / ceiling:.0%} of the framework ceiling)" if ceiling else ""
 
 
 def _errors(result: LoadResult) -> str:
@@ -428,11 +465,6 @@ async def _measure(run: Run) -> None:
     measure = [name for name in MEASUREMENTS if name not in options.skip]
     primary, *others = options.servers
 
-    if "acceptance" in measure:
-        for server in options.servers:
-            run.say(f"bare endpoint on {server}")
-            await run.bare_ceiling(server)
-
     workflows: dict[str, str] = {}
 
     async def deploy(server: str) -> tuple[Deployment, Api]:
@@ -448,7 +480,7 @@ async def _measure(run: Run) -> None:
         for server in others:
             deployment, api = await deploy(server)
             try:
-                await run.herald_acceptance(deployment, server, workflows["in_app"], api)
+                await run.acceptance(deployment, server, workflows["in_app"], api)
             finally:
                 await api.close()
                 deployment.stop()
@@ -456,7 +488,7 @@ async def _measure(run: Run) -> None:
     deployment, api = await deploy(primary)
     try:
         if "acceptance" in measure:
-            await run.herald_acceptance(deployment, primary, workflows["in_app"], api)
+            await run.acceptance(deployment, primary, workflows["in_app"], api)
         if "e2e" in measure:
             await run.end_to_end(deployment, workflows["in_app"], api)
         if "sustained" in measure:
@@ -494,7 +526,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     run = asyncio.run(execute(options))
     notes = [
-        f"Load: {options.client} client, acceptance {options.duration:g} s per concurrency after {options.warmup:g} s warm-up; "
+        f"Load: {options.client} client, acceptance {options.duration:g} s per concurrency"
+        + (f" in {options.turns} turns with the bare endpoint's, each" if options.turns > 1 else "")
+        + f" after {options.warmup:g} s warm-up; "
         f"run took {time.monotonic() - started:.0f} s.",
         *run.notes,
     ]

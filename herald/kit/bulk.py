@@ -91,13 +91,17 @@ class _Column:
     read: str = "{}"
 
 
+def _only_server_default(column: Any) -> ValueError:
+    # Every column is named in the statement, so the server's default would never apply.
+    return ValueError(f"{column.table.name}.{column.name} has only a server default: give it in every row")
+
+
 def _default_of(column: Any) -> Callable[[], Any] | None:
     default = column.default
     if default is None:
         if column.server_default is not None:
-            # Every column is named in the statement, so the server's default would never apply.
             def refuse() -> Any:
-                raise ValueError(f"{column.table.name}.{column.name} has only a server default: give it in every row")
+                raise _only_server_default(column)
 
             return refuse
         return None
@@ -248,7 +252,7 @@ def _default_literal(column: Any) -> str:
     default = column.default
     if default is None:
         if column.server_default is not None:
-            raise ValueError(f"{column.table.name}.{column.name} has only a server default: give it")
+            raise _only_server_default(column)
         return "NULL"
     value = default.arg(None) if default.is_callable else default.arg
     made_per_row = default.is_callable and not (isinstance(column.type, JSON) and value in ({}, []))

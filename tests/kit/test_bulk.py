@@ -169,6 +169,19 @@ async def test_a_column_with_only_a_server_default_must_be_given(app: FastAPI) -
             await insert_rows(session, table, [{"id": new_id()}])
 
 
+def test_a_statement_made_from_rows_must_be_given_a_column_with_only_a_server_default() -> None:
+    # postgres_insert_select names every column too: the server's default would never apply.
+    table = Table(
+        "bulk_server_default_probe_select",
+        MetaData(),
+        Column("id", String(24), primary_key=True),
+        Column("flag", Boolean, server_default=false(), nullable=False),
+    )
+    with pytest.raises(ValueError, match="flag has only a server default"):
+        bulk.postgres_insert_select(table, {"id": "s.id"}, "source s")
+    assert "s.flag" in bulk.postgres_insert_select(table, {"id": "s.id", "flag": "s.flag"}, "source s")
+
+
 def test_rows_made_in_a_statement_get_constant_defaults_and_must_be_given_the_others() -> None:
     # postgres_insert_select writes a column left out as its default literal; one made per row cannot be.
     made = bulk.postgres_insert_select(Job.__table__, {"id": "s.id", "run_at": "now()", "created_at": "now()", "updated_at": "now()"}, "source s")

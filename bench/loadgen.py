@@ -28,6 +28,8 @@ import httpx
 
 CLIENTS = ("raw", "httpx")
 REQUEST_TIMEOUT = 30.0
+# Error answers kept as examples for the report: enough to say what went wrong.
+ERROR_SAMPLES = 3
 
 
 # Statistics ----------------------------------------------------------------------
@@ -70,12 +72,12 @@ class LoadResult:
             self.latencies.append(latency)
         else:
             self.errors += 1
-            if len(self.error_samples) < 3:
+            if len(self.error_samples) < ERROR_SAMPLES:
                 self.error_samples.append(f"{status}: {(body or b'')[:200]!r}")
 
     def record_failure(self, exc: BaseException) -> None:
         self.errors += 1
-        if len(self.error_samples) < 3:
+        if len(self.error_samples) < ERROR_SAMPLES:
             self.error_samples.append(f"{type(exc).__name__}: {exc}")
 
 
@@ -96,7 +98,7 @@ def combine(results: Sequence[LoadResult]) -> LoadResult:
         total.latencies.extend(result.latencies)
         total.client_cpu_seconds += result.client_cpu_seconds
         total.accepted_total += result.accepted_total
-        total.error_samples.extend(result.error_samples[: 3 - len(total.error_samples)])
+        total.error_samples.extend(result.error_samples[: ERROR_SAMPLES - len(total.error_samples)])
     return total
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import Select, bindparam, delete, func, or_, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -16,7 +16,7 @@ from sqlalchemy.orm import aliased
 
 from herald.engine.queue import DIGEST_ARRIVING, LEASED, OPEN_DIGEST, WAITING
 from herald.kit.bulk import insert_rows
-from herald.kit.db import any_of, each_of
+from herald.kit.db import any_of, any_of_parameter, dialect_of, each_of_parameter
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
 from herald.models import (
@@ -52,6 +52,30 @@ SUBSCRIBER_COLUMNS = {
 CHUNK_ROWS = 1000
 
 
+# The look-ups every expansion makes, built once per dialect and given their
+# values at execution (kit.db.any_of_parameter says why).
+@cache
+def _events_by_id(dialect: str) -> Select[Any]:
+    return select(Event).where(any_of_parameter(dialect, Event.id, "ids"))
+
+
+@cache
+def _subscribers_by_id(dialect: str) -> Select[Any]:
+    return select(Subscriber).where(any_of_parameter(dialect, Subscriber.id, "ids"))
+
+
+@cache
+def _subscribers_by_subscriber_id(dialect: str) -> Select[Any]:
+    scope = select(Subscriber).where(Subscriber.environment_id == bindparam("environment_id"))
+    return each_of_parameter(dialect, scope, Subscriber.subscriber_id, "subscriber_ids")
+
+
+@cache
+def _subscriber_ids_by_subscriber_id(dialect: str) -> Select[Any]:
+    scope = select(Subscriber.subscriber_id, Subscriber.id).where(Subscriber.environment_id == bindparam("environment_id"))
+    return each_of_parameter(dialect, scope, Subscriber.subscriber_id, "subscriber_ids")
+
+
 class EngineRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
@@ -65,11 +89,13 @@ class EngineRepository:
         return await self.session.get(Event, event_id)
 
     async def get_events(self, event_ids: Iterable[str]) -> dict[str, Event]:
-        result = await self.session.execute(select(Event).where(any_of(self.session, Event.id, event_ids)))
+        ids = list(dict.fromkeys(event_ids))
+        result = await self.session.execute(_events_by_id(dialect_of(self.session)), {"ids": ids})
         return {event.id: event for event in result.scalars()}
 
     async def get_subscribers(self, subscriber_ids: Iterable[str]) -> dict[str, Subscriber]:
-        result = await self.session.execute(select(Subscriber).where(any_of(self.session, Subscriber.id, subscriber_ids)))
+        ids = list(dict.fromkeys(subscriber_ids))
+        result = await self.session.execute(_subscribers_by_id(dialect_of(self.session)), {"ids": ids})
         return {subscriber.id: subscriber for subscriber in result.scalars()}
 
     async def get_subscriber(self, subscriber_id: str) -> Subscriber | None:
@@ -100,7 +126,7 @@ class EngineRepository:
         existing: dict[str, Subscriber] = {}
         for chunk in _chunks(changing, CHUNK_ROWS):
             result = await self.session.execute(
-                each_of(self.session, select(Subscriber).where(Subscriber.environment_id == environment_id), Subscriber.subscriber_id, chunk)
+                _subscribers_by_subscriber_id(dialect_of(self.session)), {"environment_id": environment_id, "subscriber_ids": chunk}
             )
             existing.update((row.subscriber_id, row) for row in result.scalars())
         ids = {subscriber_id: row.id for subscriber_id, row in existing.items()}
@@ -160,12 +186,7 @@ class EngineRepository:
         """Add subscriberId -> internal id of those of ``subscriber_ids`` that exist to ``ids``."""
         for chunk in _chunks(subscriber_ids, CHUNK_ROWS):
             result = await self.session.execute(
-                each_of(
-                    self.session,
-                    select(Subscriber.subscriber_id, Subscriber.id).where(Subscriber.environment_id == environment_id),
-                    Subscriber.subscriber_id,
-                    chunk,
-                )
+                _subscriber_ids_by_subscriber_id(dialect_of(self.session)), {"environment_id": environment_id, "subscriber_ids": chunk}
             )
             ids.update((subscriber_id, internal_id) for subscriber_id, internal_id in result.all())
 

@@ -7,15 +7,18 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import bindparam, select, text
 from sqlalchemy import exc as sa_exc
-from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from herald.kit.db import (
     any_of,
+    any_of_parameter,
     create_engine,
     create_sessionmaker,
+    dialect_of,
     each_of,
+    each_of_parameter,
     fetch_outside_transaction,
     without_transaction,
 )
@@ -36,13 +39,19 @@ def _rows(prefix: str, count: int, environment: str = "env-a") -> str:
     )
 
 
+async def _two_environments(url: str):  # type: ignore[no-untyped-def]
+    """An engine on a migrated store whose env-a holds user-0..4 (user-id-N) and env-b user-0..1 (user-other-N)."""
+    await upgrade_async(url)
+    engine = create_engine(url)
+    async with engine.begin() as connection:
+        await connection.exec_driver_sql(INSERT_SUBSCRIBERS.format(rows=_rows("user", 5)))
+        await connection.exec_driver_sql(INSERT_SUBSCRIBERS.format(rows=_rows("user", 2, "env-b").replace("-id-", "-other-")))
+    return engine
+
+
 async def test_each_of_finds_each_key_once_within_the_scope(empty_database) -> None:
-    await upgrade_async(empty_database.url)
-    engine = create_engine(empty_database.url)
+    engine = await _two_environments(empty_database.url)
     try:
-        async with engine.begin() as connection:
-            await connection.exec_driver_sql(INSERT_SUBSCRIBERS.format(rows=_rows("user", 5)))
-            await connection.exec_driver_sql(INSERT_SUBSCRIBERS.format(rows=_rows("user", 2, "env-b").replace("-id-", "-other-")))
         async with create_sessionmaker(engine)() as session:
             scoped = select(Subscriber.subscriber_id, Subscriber.id).where(Subscriber.environment_id == "env-a")
             found = (await session.execute(each_of(session, scoped, Subscriber.subscriber_id, ["user-1", "user-3", "user-1", "nobody"]))).all()
@@ -53,6 +62,39 @@ async def test_each_of_finds_each_key_once_within_the_scope(empty_database) -> N
             assert [(type(row), row.id, row.environment_id) for row in rows] == [(Subscriber, "user-other-0", "env-b")]
 
             assert (await session.execute(each_of(session, scoped, Subscriber.subscriber_id, []))).all() == []
+    finally:
+        await engine.dispose()
+
+
+async def test_look_ups_built_once_take_their_values_at_each_execution(empty_database) -> None:
+    """any_of_parameter and each_of_parameter: one statement, run with other values (and scopes), finds what each_of finds."""
+    engine = await _two_environments(empty_database.url)
+    try:
+        async with create_sessionmaker(engine)() as session:
+            dialect = dialect_of(session)
+            scoped = select(Subscriber.subscriber_id, Subscriber.id).where(Subscriber.environment_id == bindparam("environment"))
+            by_key = each_of_parameter(dialect, scoped, Subscriber.subscriber_id, "keys")
+
+            async def keyed(environment: str, keys: list[str]) -> list[tuple[str, str]]:
+                found = await session.execute(by_key, {"environment": environment, "keys": keys})
+                return sorted(tuple(row) for row in found)  # type: ignore[misc]
+
+            assert await keyed("env-a", ["user-1", "user-3", "nobody"]) == [("user-1", "user-id-1"), ("user-3", "user-id-3")]
+            assert await keyed("env-b", ["user-1", "user-3"]) == [("user-1", "user-other-1")]
+            assert await keyed("env-a", []) == []
+            literal = select(Subscriber.subscriber_id, Subscriber.id).where(Subscriber.environment_id == "env-a")
+            expected = sorted(tuple(row) for row in await session.execute(each_of(session, literal, Subscriber.subscriber_id, ["user-0", "user-4"])))
+            assert await keyed("env-a", ["user-0", "user-4"]) == expected == [("user-0", "user-id-0"), ("user-4", "user-id-4")]
+
+            whole = select(Subscriber).where(Subscriber.environment_id == bindparam("environment"))
+            entities = each_of_parameter(dialect, whole, Subscriber.subscriber_id, "keys")
+            rows = list((await session.execute(entities, {"environment": "env-b", "keys": ["user-0", "user-4"]})).scalars())
+            assert [(type(row), row.id) for row in rows] == [(Subscriber, "user-other-0")]
+
+            by_id = select(Subscriber.id).where(any_of_parameter(dialect, Subscriber.id, "ids")).order_by(Subscriber.id)
+            assert list((await session.execute(by_id, {"ids": ["user-id-2", "user-other-1", "none"]})).scalars()) == ["user-id-2", "user-other-1"]
+            assert list((await session.execute(by_id, {"ids": ["user-id-0"]})).scalars()) == ["user-id-0"]
+            assert list((await session.execute(by_id, {"ids": []})).scalars()) == []
     finally:
         await engine.dispose()
 
@@ -82,6 +124,12 @@ async def test_each_of_probes_the_index_per_key_when_the_statistics_are_stale(em
             assert probes and all(node["Actual Loops"] == 100 for node in probes), plan
             assert all("wanted.value" in node.get("Index Cond", node.get("Recheck Cond", "")) for node in probes), plan
             assert len((await session.execute(each_of(session, scoped, Subscriber.subscriber_id, keys))).all()) == 100
+            # Built once with its values left to the execution, the look-up is planned the same way.
+            once = select(Subscriber.subscriber_id, Subscriber.id).where(Subscriber.environment_id == bindparam("environment"))
+            statement = each_of_parameter("postgresql", once, Subscriber.subscriber_id, "keys")
+            plan = await _analyzed_plan(session, statement.params(environment="env-a", keys=keys))
+            assert sum(node.get("Rows Removed by Filter", 0) for node in plan) == 0, plan
+            assert all(node["Actual Loops"] == 100 for node in plan if node.get("Relation Name") == "subscribers"), plan
     finally:
         await engine.dispose()
 

@@ -241,10 +241,14 @@ async def _expand_direct(
     # Later entries add to earlier ones, as if the events had been expanded one by one.
     ids: dict[str, dict[str, str]] = {}
     left_out: dict[str, dict[str, list[str]]] = {}
+    # First steps settled in the expansion need their subscribers' rows: read
+    # whole at once, they are not read a second time. (An audience larger than
+    # the hand-off's room is not handed off at all: _create_notifications.)
+    whole = hand_off is not None and hand_off.settle is not None and sum(map(len, entries.values())) <= hand_off.room
     for (environment_id, organization_id), named in entries.items():
         left_out[environment_id] = {}
         ids[environment_id] = await repository.upsert_subscribers(
-            environment_id, organization_id, _collapse(named), left_out[environment_id]
+            environment_id, organization_id, _collapse(named), left_out[environment_id], whole=whole
         )
     audience = []
     for job in jobs:

@@ -79,6 +79,9 @@ def _subscriber_ids_by_subscriber_id(dialect: str) -> Select[Any]:
 class EngineRepository:
     def __init__(self, session: AsyncSession) -> None:
         self.session = session
+        # Subscribers this repository read whole, by internal id: get_subscribers
+        # answers from here before it asks the store (upsert_subscribers, whole=True).
+        self.subscribers_read: dict[str, Subscriber] = {}
 
     def _insert(self, table: Any) -> Any:
         return (pg_insert if self.session.bind.dialect.name == "postgresql" else sqlite_insert)(table)
@@ -95,8 +98,12 @@ class EngineRepository:
 
     async def get_subscribers(self, subscriber_ids: Iterable[str]) -> dict[str, Subscriber]:
         ids = list(dict.fromkeys(subscriber_ids))
-        result = await self.session.execute(_subscribers_by_id(dialect_of(self.session)), {"ids": ids})
-        return {subscriber.id: subscriber for subscriber in result.scalars()}
+        found = {id_: self.subscribers_read[id_] for id_ in ids if id_ in self.subscribers_read}
+        unread = [id_ for id_ in ids if id_ not in found]
+        if unread:
+            result = await self.session.execute(_subscribers_by_id(dialect_of(self.session)), {"ids": unread})
+            found.update((subscriber.id, subscriber) for subscriber in result.scalars())
+        return found
 
     async def get_subscriber(self, subscriber_id: str) -> Subscriber | None:
         return await self.session.get(Subscriber, subscriber_id)
@@ -107,6 +114,8 @@ class EngineRepository:
         organization_id: str,
         entries: Sequence[dict[str, Any]],
         left_out: dict[str, list[str]] | None = None,
+        *,
+        whole: bool = False,
     ) -> dict[str, str]:
         """Create the subscribers that do not exist; set only the given fields on those that do.
 
@@ -115,24 +124,27 @@ class EngineRepository:
         /v1/subscribers/{id}/credentials`` does; a channel that cannot be is
         left out and why is added to ``left_out[subscriberId]``.
 
+        ``whole``: the caller will want the subscribers' rows (to run their
+        first steps at once): those that exist are read whole, and
+        get_subscribers answers with them instead of reading them again.
+
         Returns subscriberId → internal id for every entry.
         """
         if not entries:
             return {}
         wanted = {entry["subscriberId"]: entry for entry in entries}
-        # Subscribers whose fields change are loaded whole; for the others (a
-        # plain subscriberId, the common case) the internal id is all it takes.
+        # Subscribers whose fields change are read whole; for the others (a
+        # plain subscriberId, the common case) the internal id is all it takes,
+        # unless the caller wants them whole too.
         changing = [subscriber_id for subscriber_id, entry in wanted.items() if any(field in entry for field in SUBSCRIBER_COLUMNS)]
-        existing: dict[str, Subscriber] = {}
-        for chunk in _chunks(changing, CHUNK_ROWS):
-            result = await self.session.execute(
-                _subscribers_by_subscriber_id(dialect_of(self.session)), {"environment_id": environment_id, "subscriber_ids": chunk}
-            )
-            existing.update((row.subscriber_id, row) for row in result.scalars())
-        ids = {subscriber_id: row.id for subscriber_id, row in existing.items()}
         changing_ids = set(changing)
         plain = [subscriber_id for subscriber_id in wanted if subscriber_id not in changing_ids]
-        await self._add_subscriber_ids(environment_id, plain, ids)
+        existing = await self._read_whole(environment_id, changing + plain if whole else changing)
+        if whole:
+            self.subscribers_read.update((row.id, row) for row in existing.values())
+        ids = {subscriber_id: row.id for subscriber_id, row in existing.items()}
+        if not whole:
+            await self._add_subscriber_ids(environment_id, plain, ids)
         integrations = await self._channel_integrations(environment_id, entries)
 
         def channels_of(subscriber_id: str, current: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -181,6 +193,16 @@ class EngineRepository:
             await self._add_subscriber_ids(environment_id, [e["subscriberId"] for e in missing if e["subscriberId"] not in ids], ids)
         await self.session.flush()
         return ids
+
+    async def _read_whole(self, environment_id: str, subscriber_ids: list[str]) -> dict[str, Subscriber]:
+        """The environment's subscribers among ``subscriber_ids`` (unique), by subscriberId."""
+        found: dict[str, Subscriber] = {}
+        for chunk in _chunks(subscriber_ids, CHUNK_ROWS):
+            result = await self.session.execute(
+                _subscribers_by_subscriber_id(dialect_of(self.session)), {"environment_id": environment_id, "subscriber_ids": chunk}
+            )
+            found.update((row.subscriber_id, row) for row in result.scalars())
+        return found
 
     async def _add_subscriber_ids(self, environment_id: str, subscriber_ids: list[str], ids: dict[str, str]) -> None:
         """Add subscriberId -> internal id of those of ``subscriber_ids`` that exist to ``ids``."""

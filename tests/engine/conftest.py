@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 
 from herald.app import build_worker
 from herald.engine.worker import Worker
@@ -69,3 +69,19 @@ async def details_of(app: FastAPI, transaction_id: str) -> list[ExecutionDetail]
             select(ExecutionDetail).where(ExecutionDetail.transaction_id == transaction_id).order_by(ExecutionDetail.created_at)
         )
         return list(result.scalars())
+
+
+async def statements_while(app: FastAPI, work: Awaitable[Any], wanted: Callable[[str], bool]) -> list[str]:
+    """The statements sent to the app's store while ``work`` runs that ``wanted`` keeps."""
+    sent: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if wanted(statement):
+            sent.append(statement)
+
+    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        await work
+    finally:
+        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+    return sent

@@ -7,13 +7,13 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
-from sqlalchemy import event, update
+from sqlalchemy import update
 
 from herald.engine.steps.base import Detail, StepOutcome
 from herald.engine.worker import Worker
 from herald.models import Job
 from tests.conftest import Tenancy
-from tests.engine.conftest import details_of, fast_forward, jobs_of, messages_of, trigger
+from tests.engine.conftest import details_of, fast_forward, jobs_of, messages_of, statements_while, trigger
 from tests.fixtures.builders import create_subscriber, create_workflow
 
 DIGEST = {"name": "digest", "template": {"type": "digest"}, "metadata": {"type": "regular", "amount": 5, "unit": "minutes"}}
@@ -37,18 +37,7 @@ async def digest_opened(api: httpx.AsyncClient, worker: Worker) -> tuple[dict[st
 
 async def job_updates_while(app: FastAPI, work: Awaitable[Any]) -> list[str]:
     """The ``UPDATE jobs`` statements sent while ``work`` runs."""
-    updates: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        if statement.lstrip().startswith("UPDATE jobs"):
-            updates.append(statement)
-
-    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
-    try:
-        await work
-    finally:
-        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
-    return updates
+    return await statements_while(app, work, lambda statement: statement.lstrip().startswith("UPDATE jobs"))
 
 
 async def test_a_batch_of_events_merges_into_its_digest_in_one_transaction(

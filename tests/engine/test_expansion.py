@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -15,7 +16,7 @@ from herald.engine.repository import EngineRepository
 from herald.engine.worker import Worker
 from herald.models import Job, Notification
 from tests.conftest import Tenancy
-from tests.engine.conftest import details_of, jobs_of, messages_of, trigger
+from tests.engine.conftest import details_of, jobs_of, messages_of, statements_while, trigger
 from tests.fixtures.builders import create_subscriber, create_workflow, unique
 
 IN_APP = {"name": "inbox", "template": {"type": "in_app", "content": "Hello"}}
@@ -161,3 +162,28 @@ async def test_a_topics_exclude_list_leaves_members_out_of_that_topic_only(
     messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
     # Bob is left out of the first topic, but the second reaches him; Ada is in the first only.
     assert sorted(m.subscriber_id for m in messages) == sorted([bob["_id"], cy["_id"]])
+
+
+def reads_of(table: str) -> Callable[[str], bool]:
+    """Keeps the SELECT statements that read ``table``."""
+    return lambda statement: statement.lstrip().upper().startswith("SELECT") and f"FROM {table}" in statement
+
+
+async def test_the_in_app_steps_settled_in_an_expansion_use_the_subscribers_it_read(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    """One read of the subscribers table for a trigger's expansion and its in-app steps, with the fields the trigger set."""
+    greeting = {"name": "inbox", "template": {"type": "in_app", "content": "Hello {{subscriber.firstName}}"}}
+    workflow = await create_workflow(api, steps=[greeting])
+    plain = await create_subscriber(api, firstName="Ada")
+    renamed = await create_subscriber(api, firstName="G.")
+    result = await trigger(api, name_of(workflow), [plain["subscriberId"], {"subscriberId": renamed["subscriberId"], "firstName": "Grace"}])
+
+    reads = await statements_while(app, worker.run_until_idle(), reads_of("subscribers"))
+
+    # A plain subscriberId and one whose fields change are read together, whole,
+    # and the in-app steps run in the expansion take those rows.
+    assert len(reads) == 1, reads
+    messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert sorted(message.content for message in messages) == ["Hello Ada", "Hello Grace"]
+    assert {job.status for job in await jobs_of(app, result["transactionId"])} == {"completed"}

@@ -222,12 +222,19 @@ class Worker:
     async def _idle_timeout(self) -> float:
         """How long an idle worker may sleep: until the next delayed job is due, at most the poll interval.
 
-        The store is asked at most once per poll interval: a busy worker goes
+        The store is asked at most once per poll interval (a busy worker goes
         idle after every round, and the answer can only shorten a sleep that
-        the poll interval bounds anyway.
+        the poll interval bounds anyway), and again once the due time it gave
+        has passed. A worker only sleeps after a round, and that round's claim
+        took whatever was due: a due time that has passed belongs to a job
+        already claimed. Kept for the rest of the interval, it made every sleep
+        end at once, and the worker claimed over and over, finding nothing, for
+        up to a poll interval whenever it had asked while a trigger's job
+        waited for its claim (a third of the claims at 100 triggers/s on SQLite).
         """
         now = time.monotonic()
-        if now >= self._next_due_check:
+        passed = self._next_due is not None and self._next_due <= utcnow()
+        if now >= self._next_due_check or passed:
             self._next_due_check = now + self.poll_interval
             try:
                 async with self.sessionmaker() as session:

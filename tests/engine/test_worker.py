@@ -13,6 +13,10 @@ from herald.engine import queue
 from herald.engine.queue import job_from_row
 from herald.engine.repository import EngineRepository
 from herald.engine.worker import Worker
+from herald.kit.crypto import SecretBox
+from herald.kit.db import create_engine, create_sessionmaker
+from herald.kit.time import utcnow
+from herald.migrations import upgrade_async
 from herald.models import Job, Notification, Subscriber
 from tests.conftest import Tenancy
 from tests.engine.conftest import details_of, fast_forward, jobs_of, messages_of, trigger
@@ -870,3 +874,30 @@ async def test_the_last_step_of_a_chain_releases_nothing(
     # The first step ran in its expansion, which wrote the next one queued; the
     # last (step 1: the inactive one has no job) asks the store for nothing.
     assert asked == []
+
+
+async def test_an_idle_worker_asks_again_once_the_due_time_it_was_given_has_passed(empty_database) -> None:
+    """A due time read while a job waited for its claim is stale once the job is claimed.
+
+    Kept until the next poll, it ended every sleep at once: the worker claimed
+    over and over and found nothing, for up to a poll interval.
+    """
+    await upgrade_async(empty_database.url)
+    engine = create_engine(empty_database.url)
+    try:
+        sessions = create_sessionmaker(engine)
+        idle_worker = Worker(sessionmaker=sessions, box=SecretBox("x" * 32), poll_interval=30.0)
+        now = utcnow()
+        waiting = {"id": "job-waiting", "environment_id": "env", "organization_id": "org", "kind": "event", "status": "queued"}
+        async with sessions() as session, session.begin():
+            session.add(Job(**waiting, event_id="event", transaction_id="txn", run_at=now, created_at=now, updated_at=now))
+        # Asked while the job waits: it is due, so no sleep at all.
+        assert await idle_worker._idle_timeout() == 0.0
+        async with sessions() as session, session.begin():
+            [claimed] = await queue.claim_jobs(session, idle_worker.worker_id, 10, 60.0)
+        assert claimed.id == "job-waiting"
+        # Nothing waits any more: the worker sleeps until its poll, not 0 s again.
+        assert await idle_worker._idle_timeout() == 30.0
+        await idle_worker.http.aclose()  # type: ignore[union-attr]
+    finally:
+        await engine.dispose()

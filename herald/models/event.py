@@ -86,7 +86,14 @@ class Job(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
             postgresql_where=text("status = 'running'"),
         ),
         Index("ix_jobs_environment_transaction", "environment_id", "transaction_id"),
-        Index("ix_jobs_notification", "notification_id"),
+        # Only jobs with a notification: the writes of expansions' own jobs
+        # leave it alone (migration 0007).
+        Index(
+            "ix_jobs_notification",
+            "notification_id",
+            sqlite_where=text("notification_id IS NOT NULL"),
+            postgresql_where=text("notification_id IS NOT NULL"),
+        ),
         # One open digest per workflow step, subscriber and digest key: a second
         # event racing to open one becomes a merge instead.
         Index(
@@ -99,7 +106,13 @@ class Job(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
             sqlite_where=text("status = 'delayed' AND step_type = 'digest'"),
             postgresql_where=text("status = 'delayed' AND step_type = 'digest'"),
         ),
-        Index("ix_jobs_merged_into", "merged_into"),
+        # Only the events merged into a digest (migration 0007).
+        Index(
+            "ix_jobs_merged_into",
+            "merged_into",
+            sqlite_where=text("merged_into IS NOT NULL"),
+            postgresql_where=text("merged_into IS NOT NULL"),
+        ),
         # Events on their way to a digest that is about to close (migration 0006).
         Index(
             "ix_jobs_digest_arriving",

@@ -153,6 +153,37 @@ async def test_the_queue_statements_read_the_partial_indexes(app: FastAPI) -> No
             assert "SCAN jobs" not in details, details
 
 
+async def test_the_look_ups_by_notification_and_by_digest_read_indexes_that_hold_only_jobs_with_one(app: FastAPI) -> None:
+    """ix_jobs_notification and ix_jobs_merged_into leave out the jobs without a value, and still serve every look-up.
+
+    Most jobs have no merged_into, and an expansion's job no notification: left
+    out, their writes (insert, claim, finish) add nothing to these indexes.
+    A look-up that names a value implies the index's condition on both stores.
+    """
+    jobs = Job.__table__
+    statements = {
+        "ix_jobs_notification": [
+            select(jobs.c.id).where(jobs.c.notification_id == "n"),
+            select(jobs.c.id).where(jobs.c.notification_id.in_(["n", "m"]), jobs.c.step_index > 0),
+        ],
+        "ix_jobs_merged_into": [select(jobs.c.id).where(jobs.c.merged_into == "d", jobs.c.status == "merged")],
+    }
+    async with app.state.engine.connect() as connection:
+        if app.state.engine.dialect.name == "sqlite":
+            definitions = dict((await connection.exec_driver_sql("SELECT name, sql FROM sqlite_master WHERE type = 'index'")).all())
+        else:
+            await connection.exec_driver_sql("SET enable_seqscan = off")  # the tables are small: ask whether the index can serve
+            definitions = dict((await connection.exec_driver_sql("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'jobs'")).all())
+        for index, looks in statements.items():
+            column = "notification_id" if index == "ix_jobs_notification" else "merged_into"
+            assert f"WHERE {column} IS NOT NULL" in definitions[index].replace("(", "").replace(")", ""), definitions[index]
+            for statement in looks:
+                compiled = statement.compile(dialect=app.state.engine.dialect, compile_kwargs={"literal_binds": True})
+                explain = "EXPLAIN QUERY PLAN " if app.state.engine.dialect.name == "sqlite" else "EXPLAIN "
+                plan = " / ".join(str(row[-1]) for row in await connection.exec_driver_sql(explain + str(compiled)))
+                assert index in plan, plan
+
+
 async def test_finish_jobs_finds_its_jobs_by_primary_key_however_many_have_run(empty_database) -> None:
     """The finish's lease guard must not let PostgreSQL answer it from ix_jobs_leased.
 

@@ -16,7 +16,7 @@ from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, select, text, update
+from sqlalchemy import Select, bindparam, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
@@ -178,14 +178,25 @@ async def abandoned_jobs(session: AsyncSession, limit: int = 100) -> Sequence[Jo
     the rest of its workflow like after any failed step. The rows are locked
     (skipping those another sweeper holds) until the caller commits.
     """
-    result = await session.execute(
+    result = await session.execute(abandoned_statement(utcnow(), limit))
+    return result.scalars().all()
+
+
+def abandoned_statement(now: datetime, limit: int) -> Select[tuple[Job]]:
+    """The read of :func:`abandoned_jobs`, in the order of ``ix_jobs_leased``, the index it reads.
+
+    Ordered by id, with its LIMIT a parameter, SQLite chose to walk the whole
+    table in id order instead: 410 ms on a store of 370,000 jobs, on the
+    event loop's thread (kit.sqlite_inline), every sweep (SWEEP_SECONDS in
+    engine/worker.py). Every request waited for it.
+    """
+    return (
         select(Job)
-        .where(LEASED, Job.locked_until < utcnow(), Job.attempts >= Job.max_attempts)
-        .order_by(Job.id)
+        .where(LEASED, Job.locked_until < now, Job.attempts >= Job.max_attempts)
+        .order_by(Job.locked_until)
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
-    return result.scalars().all()
 
 
 async def next_run_at(session: AsyncSession) -> datetime | None:

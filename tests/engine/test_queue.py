@@ -135,15 +135,20 @@ async def test_the_queue_statements_read_the_partial_indexes(app: FastAPI) -> No
     if app.state.engine.dialect.name != "sqlite":
         pytest.skip("SQLite's query plans")
     jobs = Job.__table__
-    statements = {
-        "ix_jobs_due": queue._CLAIM,
-        "ix_jobs_leased": select(jobs.c.id).where(queue.LEASED, jobs.c.locked_until < utcnow()).order_by(jobs.c.locked_until),
-        "uq_jobs_open_digest": select(jobs.c.id).where(
-            jobs.c.workflow_id == "w", jobs.c.step_id == "s", jobs.c.subscriber_id == "u", jobs.c.digest_key == "k", queue.OPEN_DIGEST
+    statements = [
+        ("ix_jobs_due", queue._CLAIM),
+        ("ix_jobs_leased", select(jobs.c.id).where(queue.LEASED, jobs.c.locked_until < utcnow()).order_by(jobs.c.locked_until)),
+        # The sweep's read of abandoned jobs: its LIMIT is a parameter (see abandoned_statement).
+        ("ix_jobs_leased", queue.abandoned_statement(utcnow(), 100)),
+        (
+            "uq_jobs_open_digest",
+            select(jobs.c.id).where(
+                jobs.c.workflow_id == "w", jobs.c.step_id == "s", jobs.c.subscriber_id == "u", jobs.c.digest_key == "k", queue.OPEN_DIGEST
+            ),
         ),
-    }
+    ]
     async with app.state.engine.connect() as connection:
-        for index, statement in statements.items():
+        for index, statement in statements:
             compiled = statement.compile(dialect=app.state.engine.dialect)
             values = compiled.construct_params({"now": "2030-01-01", "until": "2030-01-01", "limit": 10, "worker": "w"})
             parameters = tuple(values[name] for name in compiled.positiontup or ())

@@ -884,9 +884,9 @@ async def test_an_idle_worker_asks_again_once_the_due_time_it_was_given_has_pass
     """
     await upgrade_async(empty_database.url)
     engine = create_engine(empty_database.url)
+    sessions = create_sessionmaker(engine)
+    idle_worker = Worker(sessionmaker=sessions, box=SecretBox("x" * 32), poll_interval=30.0)
     try:
-        sessions = create_sessionmaker(engine)
-        idle_worker = Worker(sessionmaker=sessions, box=SecretBox("x" * 32), poll_interval=30.0)
         now = utcnow()
         waiting = {"id": "job-waiting", "environment_id": "env", "organization_id": "org", "kind": "event", "status": "queued"}
         async with sessions() as session, session.begin():
@@ -898,6 +898,6 @@ async def test_an_idle_worker_asks_again_once_the_due_time_it_was_given_has_pass
         assert claimed.id == "job-waiting"
         # Nothing waits any more: the worker sleeps until its poll, not 0 s again.
         assert await idle_worker._idle_timeout() == 30.0
-        await idle_worker.http.aclose()  # type: ignore[union-attr]
     finally:
+        await idle_worker.http.aclose()  # type: ignore[union-attr]
         await engine.dispose()

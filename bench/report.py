@@ -1,24 +1,30 @@
-"""The results table, the machine it ran on, and docs/performance.md (dated sections appended, never rewritten)."""
+"""The results table and the machine it ran on, as printed; bench/results.py keeps each run as a JSON file."""
 
 from __future__ import annotations
 
 import os
 import platform
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
-RESULTS_HEADING = "## Results"
 
 
 @dataclass
 class Row:
+    """One row of the table: the text printed, and the same figures as numbers for the run's JSON file.
+
+    ``value`` and ``unit`` are the row's headline figure (the one its target is about, if it has one);
+    ``figures`` holds its other numbers, each name ending in its unit (``p99_ms``, ``rate_per_s``).
+    """
+
     measurement: str
     result: str
     target: str = ""
     verdict: str = ""
+    value: float | None = None
+    unit: str | None = None
+    figures: dict[str, object] = field(default_factory=dict)
 
 
 def ms(seconds: float | None) -> str:
@@ -63,10 +69,10 @@ def machine() -> str:
     return ", ".join(part for part in (cpu, memory, f"Linux {platform.release()}", f"Python {sys.version.split()[0]}") if part)
 
 
-def section(title: str, command: str, notes: list[str], rows: list[Row]) -> str:
-    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+def section(title: str, command: str, notes: list[str], rows: list[Row], stamp: datetime | None = None) -> str:
+    stamp_text = (stamp or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
-        f"### {stamp} · {title}",
+        f"### {stamp_text} · {title}",
         "",
         f"- Machine: {machine()}",
         f"- Command: `{command}`",
@@ -76,14 +82,3 @@ def section(title: str, command: str, notes: list[str], rows: list[Row]) -> str:
         "",
     ]
     return "\n".join(parts)
-
-
-def append(text: str, path: Path = DOCS) -> None:
-    """Add a dated section at the end of the results; earlier sections stay as they are."""
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("# Performance\n\n" + RESULTS_HEADING + "\n\n")
-    current = path.read_text()
-    if RESULTS_HEADING not in current:
-        current = current.rstrip("\n") + "\n\n" + RESULTS_HEADING + "\n"
-    path.write_text(current.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n")

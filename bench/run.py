@@ -1,6 +1,6 @@
-"""``make bench``: start Herald, load it over HTTP, print one table, append it to docs/performance.md.
+"""``make bench``: start Herald, load it over HTTP, print one table, keep the run as a JSON file in bench/results/.
 
-    python -m bench.run [--quick] [--postgres URL] [--workers N] [--server uvicorn|granian|uvicorn,granian]
+    python -m bench.run [--quick] [--postgres URL] [--workers N] [--server uvicorn|granian|uvicorn,granian] [--results DIR]
 
 See bench/README.md for what each measurement does and every option.
 """
@@ -13,9 +13,10 @@ import shlex
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import harness, report, scenarios
+from bench import harness, report, results, scenarios
 from bench.harness import SERVERS, Deployment, Environment, Store
 from bench.loadgen import CLIENTS, Api, LoadResult, combine
 from bench.report import Row, ms, number, verdict
@@ -51,7 +52,7 @@ class Options:
     skip: set[str]
     extra_env: dict[str, str]
     write: bool
-    output: Path
+    results: Path
     keep: bool
     timeout: float
     profile: bool
@@ -78,8 +79,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser.add_argument("--digest-window", type=int, help="seconds the digest stays open (default 60; quick 20)")
     parser.add_argument("--skip", default="", help=f"comma list of measurements to leave out: {', '.join(MEASUREMENTS)}")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment for Herald's processes (repeatable), e.g. HERALD_WORKER_CONCURRENCY=16")
-    parser.add_argument("--no-write", action="store_true", help="print the table only; leave docs/performance.md alone")
-    parser.add_argument("--output", type=Path, default=report.DOCS, help="where the dated section is appended (default docs/performance.md)")
+    parser.add_argument("--no-write", action="store_true", help="print the table only; write no result file")
+    parser.add_argument("--results", type=Path, default=results.RESULTS, metavar="DIR", help="folder the run's JSON file is written to (default bench/results)")
     parser.add_argument("--keep", action="store_true", help="keep the temp folder (logs, SQLite file) and the PostgreSQL database after the run")
     parser.add_argument("--timeout", type=float, default=3600.0, help="give up on the whole run after this many seconds (default 3600)")
     parser.add_argument("--seed-db", action="store_true", help="create the fan-out audience straight in the store instead of through POST /v1/subscribers/bulk (setup only; the fan-out itself is measured the same way)")
@@ -125,7 +126,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         skip=skip,
         extra_env=extra_env,
         write=not args.no_write,
-        output=args.output,
+        results=args.results,
         keep=args.keep,
         timeout=args.timeout,
         profile=args.profile,
@@ -249,6 +250,12 @@ class Run:
             f"Framework ceiling: bare FastAPI trigger endpoint ({server}), concurrency {concurrency}",
             f"{number(ceiling.rate)} req/s · p50 {ms(ceiling.p(0.5))} · p99 {ms(ceiling.p(0.99))}{how}{_errors(ceiling)}",
             "reference",
+            value=round(ceiling.rate, 1),
+            unit="req/s",
+            figures={
+                "server": server, "concurrency": concurrency, "p50_ms": _ms(ceiling.p(0.5)), "p99_ms": _ms(ceiling.p(0.99)),
+                "turns": turns, "turn_seconds": round(seconds, 2), "errors": ceiling.errors,
+            },
         ))
         by_turn = (
             " · turns " + ", ".join(f"{part.rate / bare_part.rate:.0%}" for part, bare_part in zip(results, ceilings, strict=True) if bare_part.rate)
@@ -260,6 +267,14 @@ class Run:
             f"{number(result.rate)} req/s{_share_text(result.rate, ceiling.rate)} · p50 {ms(result.p(0.5))} · p99 {ms(result.p(0.99))}{by_turn}{_errors(result)}",
             "≥ 50% of the framework ceiling",
             verdict(None if share is None else share >= TARGET_CEILING_SHARE),
+            value=None if share is None else round(share * 100, 1),
+            unit="% of framework ceiling",
+            figures={
+                "server": server, "concurrency": concurrency, "rate_per_s": round(result.rate, 1),
+                "ceiling_per_s": round(ceiling.rate, 1), "p50_ms": _ms(result.p(0.5)), "p99_ms": _ms(result.p(0.99)),
+                "turns_percent": [round(part.rate / bare_part.rate * 100, 1) if bare_part.rate else None for part, bare_part in zip(results, ceilings, strict=True)],
+                "errors": result.errors,
+            },
         ))
         if turns > 1:
             self.say(f"herald {server} c={concurrency}: {result.rate:.0f} req/s{_share_text(result.rate, ceiling.rate)} over {turns} turns")
@@ -293,10 +308,19 @@ class Run:
             f"p50 {ms(outcome.p_stored(0.5))} · p99 {ms(p99)} · trigger answers p99 {ms(outcome.accepted.p(0.99))}{missing}",
             "p99 < 100 ms",
             verdict(None if p99 is None else (p99 < TARGET_E2E_P99 and not outcome.missing and not outcome.accepted.errors)),
+            value=_ms(p99),
+            unit="ms (p99)",
+            figures={
+                "rate_per_s": self.options.e2e_rate, "triggers": outcome.sent, "p50_ms": _ms(outcome.p_stored(0.5)),
+                "answers_p99_ms": _ms(outcome.accepted.p(0.99)), "missing": outcome.missing, "errors": outcome.accepted.errors,
+            },
         ))
         self.rows.append(Row(
             f"End-to-end in-app latency as a client polling GET /v1/messages every {scenarios.POLL_SECONDS * 1000:.0f} ms sees it",
             f"p50 {ms(outcome.p_seen(0.5))} · p99 {ms(outcome.p_seen(0.99))}",
+            value=_ms(outcome.p_seen(0.99)),
+            unit="ms (p99)",
+            figures={"poll_ms": round(scenarios.POLL_SECONDS * 1000), "p50_ms": _ms(outcome.p_seen(0.5))},
         ))
         self.say(f"e2e: stored p50 {ms(outcome.p_stored(0.5))} p99 {ms(p99)} (seen p99 {ms(outcome.p_seen(0.99))}) missing {outcome.missing}; {self.cpu_note(usage)}")
         await self.drain(api, "end-to-end")
@@ -319,6 +343,13 @@ class Run:
             f"{number(outcome.rate)} messages/s{slowest}",
             "≥ 2,000 messages/s on PostgreSQL with 2 workers" if applies else "(target applies to PostgreSQL with 2 workers)",
             verdict(outcome.rate >= TARGET_SUSTAINED if applies else None),
+            value=round(outcome.rate, 1),
+            unit="messages/s",
+            figures={
+                "seconds": round(outcome.duration, 1),
+                "slowest_interval_per_s": None if outcome.slowest_interval is None else round(outcome.slowest_interval, 1),
+                "interval_seconds": scenarios.SUSTAINED_COUNT_SECONDS,
+            },
         ))
         self.say(f"sustained: {outcome.rate:.0f} msg/s; {self.cpu_note(usage)}")
         self.say("sustained, each interval (msg/s): " + " ".join(f"{rate:.0f}" for rate in outcome.intervals))
@@ -351,6 +382,13 @@ class Run:
                 result,
                 "< 60 s on PostgreSQL for 100,000" if applies else "",
                 verdict((outcome.seconds is not None and outcome.seconds < TARGET_FANOUT_SECONDS) if applies else None),
+                value=None if outcome.seconds is None else round(outcome.seconds, 1),
+                unit="s",
+                figures={
+                    "subscribers": size, "stored": outcome.stored,
+                    "rate_per_s": None if outcome.seconds is None else round(outcome.rate, 1),
+                    "first_message_s": None if outcome.first_message_seconds is None else round(outcome.first_message_seconds, 1),
+                },
             ))
             self.say(f"fan-out {size}: {result}; {self.cpu_note(usage)}")
 
@@ -374,7 +412,17 @@ class Run:
                 f"{outcome.first_message_seconds:.1f} s from the first trigger "
                 f"({outcome.after_window:+.1f} s after the {outcome.window} s window; triggers sent in {outcome.send_seconds:.1f} s) · {shape}"
             )
-        self.rows.append(Row(f"Digest: {outcome.events:,} events for one subscriber into one digest", result))
+        self.rows.append(Row(
+            f"Digest: {outcome.events:,} events for one subscriber into one digest",
+            result,
+            value=None if outcome.first_message_seconds is None else round(outcome.first_message_seconds, 1),
+            unit="s",
+            figures={
+                "events": outcome.events, "accepted": outcome.accepted, "window_s": outcome.window,
+                "messages": outcome.messages, "digested": digested,
+                "send_s": round(outcome.send_seconds, 1),
+            },
+        ))
         self.say(f"digest: {result}; {self.cpu_note(usage)}")
 
     def memory(self, deployment: Deployment) -> None:
@@ -386,7 +434,8 @@ class Run:
             top = max(peak for _, peak in known)
             detail = "" if len(known) == 1 else " (largest of " + ", ".join(f"{peak:.0f}" for _, peak in known) + " MB: server and its worker processes)"
             self.rows.append(Row(
-                f"Peak RSS: {service.name}", f"{top:.0f} MB{detail}", "< 300 MB per process", verdict(top < TARGET_RSS_MB)
+                f"Peak RSS: {service.name}", f"{top:.0f} MB{detail}", "< 300 MB per process", verdict(top < TARGET_RSS_MB),
+                value=round(top, 1), unit="MB", figures={"processes_mb": [round(peak, 1) for _, peak in known]},
             ))
 
     # Profiling -----------------------------------------------------------------------------
@@ -426,6 +475,10 @@ class Run:
 
 def _share_text(rate: float, ceiling: float) -> str:
     return f" ({rate / ceiling:.0%} of the framework ceiling)" if ceiling else ""
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
 
 
 def _errors(result: LoadResult) -> str:
@@ -524,6 +577,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         pass
     started = time.monotonic()
+    started_at = datetime.now(UTC)
     run = asyncio.run(execute(options))
     notes = [
         f"Load: {options.client} client, acceptance {options.duration:g} s per concurrency"
@@ -537,13 +591,49 @@ def main(argv: list[str] | None = None) -> int:
             f"Other processes used up to {max(run.busy):.2f} cores during measurements (the machine was shared); "
             "figures are lower than on an idle machine."
         )
-    text = report.section(title(options), options.command, notes, run.rows)
+    text = report.section(title(options), options.command, notes, run.rows, started_at)
     print()
     print(text)
     if options.write:
-        report.append(text, options.output)
-        print(f"appended to {options.output}", file=sys.stderr)
+        path = results.write(result_record(options, notes, run.rows, started_at, datetime.now(UTC)), options.results)
+        print(f"written to {path}", file=sys.stderr)
     return 0
+
+
+def result_record(options: Options, notes: list[str], rows: list[Row], started: datetime, finished: datetime) -> dict:
+    """The run as bench/results.py keeps it: the store, server and settings, the notes and every row."""
+    settings = {
+        name: getattr(options, name)
+        for name in (
+            "quick", "workers", "servers", "client", "concurrency", "duration", "warmup", "turns", "e2e_rate",
+            "e2e_duration", "sustained_duration", "fanout_sizes", "digest_events", "digest_window", "skip",
+            "extra_env", "timeout", "profile", "seed_db",
+        )
+    }
+    settings["postgres"] = harness_url(options.postgres)
+    return results.record(
+        kind="bench",
+        store="postgres" if options.postgres else "sqlite",
+        server=options.servers[0],
+        workers=options.workers,
+        title=title(options),
+        command=options.command,
+        settings=settings,
+        notes=notes,
+        rows=rows,
+        started=started,
+        finished=finished,
+        source="make bench",
+    )
+
+
+def harness_url(url: str | None) -> str | None:
+    """The admin URL without its password, if it has one."""
+    if not url:
+        return None
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
 
 
 if __name__ == "__main__":

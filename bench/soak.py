@@ -1,6 +1,6 @@
 """The soak: a steady trigger rate for a long time, watching memory and the backlog for growth.
 
-    python -m bench.soak [--minutes 10] [--rate 100] [--postgres URL] [--workers N] [--no-write]
+    python -m bench.soak [--minutes 10] [--rate 100] [--postgres URL] [--workers N] [--no-write] [--results DIR]
 
 Herald is started as in ``make bench`` (bench/harness.py). Triggers for a
 one-step in-app workflow go out on a fixed schedule (open loop, one
@@ -18,7 +18,7 @@ which is warm-up: caches fill, the allocator grows its pools) with its end:
   third is no larger than its first third plus one second of triggers, and it
   drains to zero.
 
-The table is printed and appended to docs/performance.md under its date.
+The table is printed and kept as a JSON file in bench/results/ (bench/results.py).
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import harness, report, scenarios
+from bench import harness, report, results, scenarios
 from bench.harness import Environment, Store
 from bench.loadgen import Api, LoadResult, Sender, percentile
 from bench.report import Row, ms, number, verdict
@@ -74,8 +75,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--postgres", metavar="URL", help="admin URL of a PostgreSQL server on 127.0.0.1 (default: SQLite)")
     parser.add_argument("--workers", type=int, default=0, help="N `herald worker` processes beside an API with --no-worker (default 0: in-process worker)")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment for Herald's processes")
-    parser.add_argument("--no-write", action="store_true", help="print the table only; leave docs/performance.md alone")
-    parser.add_argument("--output", type=Path, default=report.DOCS, help="where the dated section is appended")
+    parser.add_argument("--no-write", action="store_true", help="print the table only; write no result file")
+    parser.add_argument("--results", type=Path, default=results.RESULTS, metavar="DIR", help="folder the run's JSON file is written to (default bench/results)")
     return parser.parse_args(argv)
 
 
@@ -165,6 +166,10 @@ def _thirds(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values[:third]), statistics.fmean(values[-third:])
 
 
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
+
+
 def rows(run: Soak) -> tuple[list[Row], list[str]]:
     sending = [sample for sample in run.samples if sample.at <= run.seconds + 1]
     steady = [sample for sample in sending if sample.at >= run.seconds * WARMUP_FRACTION]
@@ -177,6 +182,12 @@ def rows(run: Soak) -> tuple[list[Row], list[str]]:
         f"{number(overall.ok)} accepted · {overall.errors:,} errors · answers p50 {ms(overall.p(0.5))} · p99 {ms(overall.p(0.99))} · worst window p99 {ms(worst_p99)}",
         "no errors",
         verdict(overall.errors == 0),
+        value=overall.errors,
+        unit="errors",
+        figures={
+            "rate_per_s": run.rate, "minutes": round(run.seconds / 60, 1), "accepted": overall.ok,
+            "p50_ms": _ms(overall.p(0.5)), "p99_ms": _ms(overall.p(0.99)), "worst_window_p99_ms": _ms(worst_p99),
+        },
     ))
     names = sorted({name for sample in steady for name in sample.rss})
     for name in names:
@@ -191,6 +202,12 @@ def rows(run: Soak) -> tuple[list[Row], list[str]]:
             f"{first:.0f} MB → {last:.0f} MB ({growth:+.1f} MB; min {min(values):.0f}, max {max(values):.0f})",
             f"growth < {RSS_GROWTH_SHARE:.0%} and < {RSS_GROWTH_FLOOR_MB:.0f} MB" if RSS_GROWTH_FLOOR_MB > 0 else "",
             verdict(growth < allowed),
+            value=round(growth, 1),
+            unit="MB growth",
+            figures={
+                "process": name, "first_third_mb": round(first, 1), "last_third_mb": round(last, 1),
+                "min_mb": round(min(values), 1), "max_mb": round(max(values), 1),
+            },
         ))
     backlogs = [float(sample.backlog) for sample in steady]
     if len(backlogs) >= 3:
@@ -201,12 +218,17 @@ def rows(run: Soak) -> tuple[list[Row], list[str]]:
             f"first third {first:,.0f} · last third {last:,.0f} · max {max(backlogs):,.0f} triggers",
             f"< {BACKLOG_CEILING_SECONDS:.0f} s of triggers, no upward trend",
             verdict(max(backlogs) <= ceiling and last <= first + run.rate),
+            value=max(backlogs),
+            unit="triggers (max)",
+            figures={"first_third": round(first, 1), "last_third": round(last, 1), "max": max(backlogs)},
         ))
     table.append(Row(
         "Backlog drained after the last trigger",
         "not within 300 s" if run.drain_seconds is None else f"{run.drain_seconds:.1f} s",
         "drains",
         verdict(run.drain_seconds is not None),
+        value=None if run.drain_seconds is None else round(run.drain_seconds, 1),
+        unit="s",
     ))
     if sending:
         latencies = sorted(latency for sample in steady for latency in sample.window.latencies)
@@ -242,16 +264,27 @@ def main(argv: list[str] | None = None) -> int:
         uvloop.install()
     except ImportError:
         pass
+    started = datetime.now(UTC)
     run, topology = asyncio.run(execute(options))
     table, notes = rows(run)
     args = argv if argv is not None else sys.argv[1:]
     command = "python -m bench.soak" + (f" {shlex.join(args)}" if args else "")
-    text = report.section(f"Soak · {topology}", command, notes, table)
+    text = report.section(f"Soak · {topology}", command, notes, table, started)
     print()
     print(text)
     if not options.no_write:
-        report.append(text, options.output)
-        print(f"appended to {options.output}", file=sys.stderr)
+        settings = {key: value for key, value in vars(options).items() if key not in ("no_write", "results")}
+        if settings.get("postgres"):
+            from sqlalchemy.engine import make_url
+
+            settings["postgres"] = make_url(settings["postgres"]).render_as_string(hide_password=True)
+        data = results.record(
+            kind="soak", store="postgres" if options.postgres else "sqlite", server="uvicorn", workers=options.workers,
+            title=f"Soak · {topology}", command=command, settings=settings, notes=notes, rows=table,
+            started=started, finished=datetime.now(UTC), source="python -m bench.soak",
+        )
+        path = results.write(data, options.results)
+        print(f"written to {path}", file=sys.stderr)
     return 0
 
 

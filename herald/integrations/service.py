@@ -32,24 +32,27 @@ def display_name(provider_id: str) -> str:
     return " ".join(part.capitalize() for part in provider_id.replace("_", "-").split("-")) or provider_id
 
 
-def to_schema(integration: Integration, box: SecretBox) -> IntegrationSchema:
-    return to_schemas([integration], box)[0]
+def to_schema(integration: Integration, box: SecretBox, principal: Principal) -> IntegrationSchema:
+    return to_schemas([integration], box, principal)[0]
 
 
-def to_schemas(integrations: Sequence[Integration], box: SecretBox) -> list[IntegrationSchema]:
-    """The Integration objects, secrets decrypted.
+def to_schemas(integrations: Sequence[Integration], box: SecretBox, principal: Principal) -> list[IntegrationSchema]:
+    """The Integration objects as the caller may see them: secrets masked.
 
-    Secrets sealed under another HERALD_SECRET_KEY cannot be shown, and
-    answering without them would invite a client to write the credentials
-    back without them: the answer is a 500 that says why and which
-    integrations, so the operator can set the right key or send those
-    credentials again (PUT /v1/integrations/{id}).
+    Secrets are write-only (``herald.kit.crypto``): the caller's own
+    environment's show their mask (``SG.****ab12``), another environment's
+    (``GET /v1/integrations/active`` is organization-wide) are ``****`` whole,
+    so a secret never leaves its environment. Secrets sealed under another
+    HERALD_SECRET_KEY cannot be masked, and answering without them would
+    invite a client to write the credentials back without them: the answer is
+    a 500 that says why and which integrations, so the operator can set the
+    right key or send those credentials again (PUT /v1/integrations/{id}).
     """
     shaped: list[IntegrationSchema] = []
     unreadable: list[str] = []
     for integration in integrations:
         try:
-            shaped.append(_schema(integration, box))
+            shaped.append(_schema(integration, box, own=integration.environment_id == principal.environment_id))
         except SecretKeyMismatch:
             unreadable.append(integration.id)
     if unreadable:
@@ -61,7 +64,7 @@ def to_schemas(integrations: Sequence[Integration], box: SecretBox) -> list[Inte
     return shaped
 
 
-def _schema(integration: Integration, box: SecretBox) -> IntegrationSchema:
+def _schema(integration: Integration, box: SecretBox, *, own: bool) -> IntegrationSchema:
     return IntegrationSchema.model_validate(
         compact({
             "_id": integration.id,
@@ -71,7 +74,7 @@ def _schema(integration: Integration, box: SecretBox) -> IntegrationSchema:
             "identifier": integration.identifier,
             "providerId": integration.provider_id,
             "channel": integration.channel,
-            "credentials": box.open_credentials(integration.credentials),
+            "credentials": box.mask_credentials(integration.credentials, reveal_edges=own),
             "configurations": integration.configurations,
             "active": integration.active,
             "deleted": integration.deleted,
@@ -174,7 +177,8 @@ async def update_integration(
     if request.name is not None:
         integration.name = request.name
     if "credentials" in given:
-        integration.credentials = box.seal_credentials(_dump(request.credentials))
+        # A secret sent back as it was shown (its mask) keeps the stored one.
+        integration.credentials = box.seal_credentials(_dump(request.credentials), stored=integration.credentials)
     if "configurations" in given:
         integration.configurations = _dump(request.configurations)
     if "conditions" in given:

@@ -1,9 +1,21 @@
-"""Encryption of integration secrets at rest.
+"""Encryption of credential secrets at rest, and their masked form in answers.
 
-Only the credential fields that are secrets are encrypted (the same set Novu
-encrypts). Values are sealed with AES-256-GCM under a key derived from
-``HERALD_SECRET_KEY``; the ``hsk1.`` prefix marks a sealed value so that
-reading twice, or reading a value stored before encryption, is harmless.
+Only the credential fields that are secrets are encrypted: the set Novu
+encrypts, plus ``webhookUrl`` (the address of a Slack, Discord, Teams or
+Mattermost webhook is its credential: whoever has it can post). Values are
+sealed with AES-256-GCM under a key derived from ``HERALD_SECRET_KEY``; the
+``hsk1.`` prefix marks a sealed value so that reading twice, or reading a value
+stored before encryption, is harmless.
+
+Secrets are write-only: no answer carries one. Where an answer shows
+credentials, each secret is replaced by its mask, a string again
+(:func:`mask_secret`): a secret of at least ``MASK_REVEAL_MIN_LENGTH`` (24)
+characters keeps its first 3 and last 4 characters around ``****``
+(``SG.****ab12``), enough to tell two keys apart while at least 17 characters
+stay hidden; a shorter one is ``****`` whole. A secret of another environment
+than the caller's is always ``****`` whole. A client that sends a mask back
+(an update that echoes what it read) keeps the stored secret
+(:meth:`SecretBox.seal_credentials` with ``stored``); any other value replaces it.
 """
 
 from __future__ import annotations
@@ -18,9 +30,22 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 SECRET_CREDENTIAL_FIELDS = frozenset(
-    {"apiKey", "apiToken", "secretKey", "token", "password", "serviceAccount"}
+    {"apiKey", "apiToken", "secretKey", "token", "password", "serviceAccount", "webhookUrl"}
 )
 _PREFIX = "hsk1."
+MASK = "****"
+MASK_REVEAL_MIN_LENGTH = 24
+
+
+def mask_secret(value: str, *, reveal_edges: bool = True) -> str:
+    """The mask of a secret: ``abc****wxyz`` when long enough and ``reveal_edges``, else ``****``."""
+    if reveal_edges and len(value) >= MASK_REVEAL_MIN_LENGTH:
+        return f"{value[:3]}{MASK}{value[-4:]}"
+    return MASK
+
+
+def is_secret(key: str, value: Any) -> bool:
+    return key in SECRET_CREDENTIAL_FIELDS and isinstance(value, str)
 
 
 class SecretKeyMismatch(ValueError):
@@ -52,18 +77,50 @@ class SecretBox:
                 "the key it was stored with"
             ) from exc
 
-    def seal_credentials(self, credentials: Mapping[str, Any] | None) -> dict[str, Any]:
+    def seal_credentials(
+        self, credentials: Mapping[str, Any] | None, stored: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """``credentials`` with their secrets sealed.
+
+        A secret given as the mask of the one in ``stored`` (the credentials
+        being replaced, as stored) keeps the stored value: the client sent back
+        what it was shown.
+        """
+        stored = stored or {}
+        sealed: dict[str, Any] = {}
+        for key, value in (credentials or {}).items():
+            if is_secret(key, value):
+                kept = stored.get(key)
+                if isinstance(kept, str) and MASK in value and value == self._mask_or_none(kept):
+                    sealed[key] = kept
+                else:
+                    sealed[key] = self.seal(value)
+            else:
+                sealed[key] = value
+        return sealed
+
+    def _mask_or_none(self, value: str) -> str | None:
+        try:
+            return self.mask(value)
+        except SecretKeyMismatch:
+            # Never shown (answers refuse to show what cannot be opened), so not echoed back either.
+            return None
+
+    def mask(self, value: str, *, reveal_edges: bool = True) -> str:
+        """The mask of a value as stored (sealed or not)."""
+        if not reveal_edges:
+            return MASK
+        return mask_secret(self.open(value))
+
+    def mask_credentials(self, credentials: Mapping[str, Any] | None, *, reveal_edges: bool = True) -> dict[str, Any]:
+        """Credentials as an answer shows them: every secret masked, the rest as they are."""
         return {
-            key: self.seal(value)
-            if key in SECRET_CREDENTIAL_FIELDS and isinstance(value, str)
-            else value
+            key: self.mask(value, reveal_edges=reveal_edges) if is_secret(key, value) else value
             for key, value in (credentials or {}).items()
         }
 
     def open_credentials(self, credentials: Mapping[str, Any] | None) -> dict[str, Any]:
         return {
-            key: self.open(value)
-            if key in SECRET_CREDENTIAL_FIELDS and isinstance(value, str)
-            else value
+            key: self.open(value) if is_secret(key, value) else value
             for key, value in (credentials or {}).items()
         }

@@ -6,6 +6,7 @@ import pytest
 from tests.conftest import Tenancy, assert_error
 from tests.fixtures.builders import create_integration
 
+NEW_KEY = "new-key-0123456789-0123-0new"
 SPEC_REQUIRED = {
     "_environmentId",
     "_organizationId",
@@ -29,7 +30,8 @@ async def test_create_integration_defaults_and_shape(api: httpx.AsyncClient, ten
     assert integration["primary"] is False
     assert integration["deleted"] is False
     assert integration["identifier"].startswith("my-sendgrid-")
-    assert integration["credentials"] == {"apiKey": "SG.secret"}
+    # A secret this short is masked whole (herald.kit.crypto).
+    assert integration["credentials"] == {"apiKey": "****"}
     assert "deletedAt" not in integration
 
 
@@ -39,7 +41,7 @@ async def test_credentials_secrets_are_encrypted_at_rest(api: httpx.AsyncClient,
     from herald.models import Integration
 
     created = await create_integration(api, credentials={"apiKey": "SG.secret", "from": "a@b.co", "secure": True})
-    assert created["credentials"] == {"apiKey": "SG.secret", "from": "a@b.co", "secure": True}
+    assert created["credentials"] == {"apiKey": "****", "from": "a@b.co", "secure": True}
     async with app.state.sessionmaker() as session:
         stored = (await session.execute(select(Integration).where(Integration.id == created["_id"]))).scalar_one()
     assert stored.credentials["apiKey"] != "SG.secret"
@@ -142,7 +144,7 @@ async def test_update_integration(api: httpx.AsyncClient) -> None:
     assert response.status_code == 200, response.text
     updated = response.json()["data"]
     assert updated["name"] == "Renamed"
-    assert updated["credentials"] == {"apiKey": "new"}
+    assert updated["credentials"] == {"apiKey": "****"}
     assert_error(await api.put(f"/v1/integrations/{integration['_id']}", json={}), 400, "No properties found for update")
     assert_error(await api.put("/v1/integrations/000000000000000000000000", json={"name": "x"}), 404)
 
@@ -241,10 +243,108 @@ async def test_secrets_stored_under_another_secret_key_are_a_clear_500(
             assert_error(await client.get("/v1/integrations/active"), 500)
             # Sending an integration's credentials again makes it readable under the new key.
             for item in (readable, sealed):
-                fixed = await client.put(f"/v1/integrations/{item['_id']}", json={"credentials": {"apiKey": "new"}})
+                fixed = await client.put(f"/v1/integrations/{item['_id']}", json={"credentials": {"apiKey": NEW_KEY}})
                 assert fixed.status_code == 200, fixed.text
             listed = await client.get("/v1/integrations")
             assert listed.status_code == 200
-            assert {item["credentials"]["apiKey"] for item in listed.json()["data"]} == {"new"}
+            assert {item["credentials"]["apiKey"] for item in listed.json()["data"]} == {"new****0new"}
     finally:
         await rekeyed.state.engine.dispose()
+
+
+SENDGRID_KEY = "SG.prod-secret-0123456789abcdef-ab12"
+SLACK_HOOK = "https://hooks.slack.com/services/T000/B000/prodSecretPath1234"
+
+
+async def test_secrets_never_leave_their_environment(
+    api: httpx.AsyncClient, production_api: httpx.AsyncClient
+) -> None:
+    """The organization-wide lists show another environment's integrations with every secret masked whole."""
+    email = await create_integration(
+        production_api,
+        active=True,
+        credentials={"apiKey": SENDGRID_KEY, "from": "ops@example.com", "senderName": "Ops", "region": "eu"},
+    )
+    chat = await create_integration(
+        production_api, active=True, channel="chat", providerId="slack", credentials={"webhookUrl": SLACK_HOOK}
+    )
+    for path in ("/v1/integrations", "/v1/integrations/active"):
+        response = await api.get(path)
+        assert response.status_code == 200, response.text
+        assert "prod-secret" not in response.text and "prodSecretPath" not in response.text
+        listed = {item["_id"]: item for item in response.json()["data"]}
+        assert listed[email["_id"]]["credentials"] == {
+            "apiKey": "****", "from": "ops@example.com", "senderName": "Ops", "region": "eu"
+        }
+        assert listed[chat["_id"]]["credentials"] == {"webhookUrl": "****"}
+    # Its own environment sees the masked edges, never the secret.
+    own = {item["_id"]: item for item in (await production_api.get("/v1/integrations")).json()["data"]}
+    assert own[email["_id"]]["credentials"]["apiKey"] == "SG.****ab12"
+    assert own[chat["_id"]]["credentials"]["webhookUrl"] == "htt****1234"
+
+
+async def test_every_answer_masks_secrets(api: httpx.AsyncClient) -> None:
+    """Create, list, active, update, set-primary and delete's list: no answer carries a secret."""
+    credentials = {"apiKey": SENDGRID_KEY, "from": "a@example.com", "host": "smtp.example.com", "port": "2525"}
+    created_response = await api.post(
+        "/v1/integrations", json={"providerId": "sendgrid", "channel": "email", "credentials": credentials}
+    )
+    created = created_response.json()["data"]
+    other = await create_integration(api, providerId="mailgun", credentials={"apiKey": "key-short", "domain": "mg.example.com"})
+    answers = [
+        created_response,
+        await api.get("/v1/integrations"),
+        await api.put(f"/v1/integrations/{created['_id']}", json={"active": True}),
+        await api.get("/v1/integrations/active"),
+        await api.post(f"/v1/integrations/{created['_id']}/set-primary"),
+        await api.delete(f"/v1/integrations/{other['_id']}"),
+    ]
+    for response in answers:
+        assert response.status_code in (200, 201), response.text
+        assert "prod-secret" not in response.text and "key-short" not in response.text
+        data = response.json()["data"]
+        for item in data if isinstance(data, list) else [data]:
+            if item["_id"] == created["_id"]:
+                assert item["credentials"] == {**credentials, "apiKey": "SG.****ab12"}
+
+
+async def test_update_with_the_mask_keeps_the_secret(api: httpx.AsyncClient, app) -> None:
+    from sqlalchemy import select
+
+    from herald.models import Integration
+
+    async def stored(integration_id: str) -> dict:
+        async with app.state.sessionmaker() as session:
+            row = (await session.execute(select(Integration).where(Integration.id == integration_id))).scalar_one()
+        return app.state.secret_box.open_credentials(row.credentials)
+
+    created = await create_integration(
+        api, providerId="ses", credentials={"apiKey": "AKIA-short", "secretKey": SENDGRID_KEY, "region": "eu-west-1"}
+    )
+    shown = created["credentials"]
+    assert shown == {"apiKey": "****", "secretKey": "SG.****ab12", "region": "eu-west-1"}
+    # Sending back what was shown (a form that edits one field) keeps both secrets.
+    echoed = await api.put(f"/v1/integrations/{created['_id']}", json={"credentials": {**shown, "region": "us-east-1"}})
+    assert echoed.status_code == 200, echoed.text
+    assert echoed.json()["data"]["credentials"] == {**shown, "region": "us-east-1"}
+    assert await stored(created["_id"]) == {"apiKey": "AKIA-short", "secretKey": SENDGRID_KEY, "region": "us-east-1"}
+    # A new value replaces the secret.
+    replaced = await api.put(f"/v1/integrations/{created['_id']}", json={"credentials": {**shown, "secretKey": NEW_KEY}})
+    assert replaced.json()["data"]["credentials"]["secretKey"] == "new****0new"
+    assert (await stored(created["_id"]))["secretKey"] == NEW_KEY
+    assert (await stored(created["_id"]))["apiKey"] == "AKIA-short"
+
+
+async def test_webhook_url_is_a_secret_of_the_integration(api: httpx.AsyncClient, app) -> None:
+    from sqlalchemy import select
+
+    from herald.models import Integration
+
+    created = await create_integration(
+        api, channel="chat", providerId="discord", credentials={"webhookUrl": SLACK_HOOK}
+    )
+    assert created["credentials"] == {"webhookUrl": "htt****1234"}
+    async with app.state.sessionmaker() as session:
+        row = (await session.execute(select(Integration).where(Integration.id == created["_id"]))).scalar_one()
+    assert row.credentials["webhookUrl"].startswith("hsk1.")
+    assert app.state.secret_box.open(row.credentials["webhookUrl"]) == SLACK_HOOK

@@ -110,11 +110,11 @@ async def test_unauthenticated_request_with_key_still_401(anonymous: httpx.Async
 async def test_stored_answers_are_sealed_and_replayed_in_clear(
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy
 ) -> None:
-    """An integration's answer carries its decrypted secret: the stored copy must not."""
+    """The stored copy of an answer is sealed (an answer may carry a secret's masked edges)."""
     key = unique("key")
     body = {"providerId": "sendgrid", "channel": "email", "credentials": {"apiKey": "SG.very-secret-value"}}
     first = await api.post("/v1/integrations", json=body, headers={"idempotency-key": key})
-    assert first.json()["data"]["credentials"]["apiKey"] == "SG.very-secret-value"
+    assert first.json()["data"]["credentials"]["apiKey"] == "****"
     async with app.state.sessionmaker() as session:
         record = await session.get(IdempotencyRecord, (tenancy.organization_id, key))
     assert record is not None and record.response_body

@@ -32,7 +32,7 @@ async def trigger_event(request: Request) -> JSONResponse:
     body = parse_json_body(TriggerEventRequest, await request.body())
     # Concurrent triggers are written together (herald/kit/groupcommit.py).
     recorder: GroupCommit[service.Trigger, service.TriggerResult | Exception] = request.app.state.trigger_recorder
-    result = await recorder.submit(service.Trigger(principal, body))
+    result = await recorder.submit(service.Trigger(principal, body, box=request.app.state.secret_box))
     if isinstance(result, Exception):
         raise result
     return JSONResponse({"data": result.as_response()}, status_code=201)
@@ -58,9 +58,9 @@ router.add_api_route(
     summary="Trigger up to 100 events",
 )
 async def trigger_bulk(
-    body: BulkTriggerEventRequest, session: SessionDep, principal: PrincipalDep
+    body: BulkTriggerEventRequest, request: Request, session: SessionDep, principal: PrincipalDep
 ) -> dict:
-    results = await service.trigger_bulk(session, principal, body.events)
+    results = await service.trigger_bulk(session, principal, body.events, box=request.app.state.secret_box)
     return {"data": [result.as_response() for result in results]}
 
 

@@ -20,6 +20,7 @@ from herald.events.repository import EventRepository, WorkflowsChanged
 from herald.events.schemas import BroadcastEventRequest, TriggerEventRequest, TriggerTenant
 from herald.events.targets import TriggerTargets
 from herald.kit.auth import Principal
+from herald.kit.crypto import SecretBox
 from herald.kit.db import without_transaction
 from herald.kit.errors import UnprocessableError, ValidationFailed, validation_errors
 from herald.kit.ids import new_id, new_transaction_id
@@ -197,6 +198,8 @@ class Trigger:
     principal: Principal
     request: TriggerEventRequest | BroadcastEventRequest
     broadcast: bool = False
+    # Seals the secrets (webhookUrl) of inline subscribers' channels before the event is stored.
+    box: SecretBox | None = None
 
 
 @dataclass
@@ -277,7 +280,7 @@ def _judge(trigger: Trigger, found: _Lookups) -> TriggerResult | _Accepted:
     if workflow is None:
         raise UnprocessableError("workflow_not_found")
     transaction_id = request.transactionId or new_transaction_id()
-    actor = normalize_actor(request.actor)
+    actor = _sealed_channels(trigger.box, normalize_actor(request.actor))
     tenant = normalize_tenant(request.tenant)
 
     def outcome(status: str, errors: list[str] | None = None) -> TriggerResult:
@@ -294,6 +297,11 @@ def _judge(trigger: Trigger, found: _Lookups) -> TriggerResult | _Accepted:
     else:
         assert isinstance(request, TriggerEventRequest)
         recipients = parse_recipients(request.to)
+        if trigger.box is not None:
+            recipients.accepted = [_sealed_channels(trigger.box, entry) for entry in recipients.accepted]
+            recipients.rejected = [
+                {**item, "recipient": _sealed_channels(trigger.box, item["recipient"])} for item in recipients.rejected
+            ]
         _check_topics(principal.environment_id, recipients, found.topics)
         if not recipients.accepted:
             return outcome("invalid_recipients", recipients.reasons)
@@ -391,12 +399,31 @@ async def trigger_event(
     request: TriggerEventRequest | BroadcastEventRequest,
     *,
     broadcast: bool = False,
+    box: SecretBox | None = None,
 ) -> TriggerResult:
     """Validate one trigger and record it in the session's transaction."""
-    [outcome] = await record_triggers(session, [Trigger(principal, request, broadcast)])
+    [outcome] = await record_triggers(session, [Trigger(principal, request, broadcast, box)])
     if isinstance(outcome, Exception):
         raise outcome
     return outcome
+
+
+def _sealed_channels(box: SecretBox | None, entry: Any) -> Any:
+    """An inline subscriber with the secrets of its channels' credentials (webhookUrl) sealed.
+
+    The event keeps its recipients until the engine has run it, and the
+    engine keeps them on the subscriber as they are: sealed here, they are
+    never stored in the clear (herald.subscribers.channels).
+    """
+    if box is None or not isinstance(entry, dict) or not isinstance(entry.get("channels"), list):
+        return entry
+    channels = [
+        {**channel, "credentials": box.seal_credentials(channel["credentials"])}
+        if isinstance(channel, dict) and isinstance(channel.get("credentials"), dict)
+        else channel
+        for channel in entry["channels"]
+    ]
+    return {**entry, "channels": channels}
 
 
 def _jsonable(rejected: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -405,10 +432,10 @@ def _jsonable(rejected: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def trigger_bulk(
-    session: AsyncSession, principal: Principal, requests: list[TriggerEventRequest]
+    session: AsyncSession, principal: Principal, requests: list[TriggerEventRequest], *, box: SecretBox | None = None
 ) -> list[TriggerResult]:
     """Each event is judged on its own; one failing does not fail the others (Novu's bulk)."""
-    outcomes = await record_triggers(session, [Trigger(principal, request) for request in requests])
+    outcomes = await record_triggers(session, [Trigger(principal, request, box=box) for request in requests])
     results = []
     for request, outcome in zip(requests, outcomes, strict=True):
         if isinstance(outcome, ValidationFailed):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
@@ -42,6 +42,24 @@ def mask_secret(value: str, *, reveal_edges: bool = True) -> str:
     if reveal_edges and len(value) >= MASK_REVEAL_MIN_LENGTH:
         return f"{value[:3]}{MASK}{value[-4:]}"
     return MASK
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret of ``secrets`` (and a URL secret's path) replaced by its mask.
+
+    For messages built from what a provider answered, which may echo a key or
+    the webhook address it was called at. Secrets under 8 characters are left
+    alone: replacing them would garble the text and reveal which words they are.
+    """
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        if len(secret) < 8:
+            continue
+        text = text.replace(secret, mask_secret(secret))
+        scheme, _, rest = secret.partition("://")
+        path = rest[rest.find("/") :] if scheme and "/" in rest else ""
+        if len(path) >= 8:
+            text = text.replace(path, f"/{MASK}")
+    return text
 
 
 def is_secret(key: str, value: Any) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.kit.auth import Principal
+from herald.kit.crypto import MASK, mask_secret
 from herald.kit.errors import NotFoundError, ValidationFailed
 from herald.kit.schemas import compact
 from herald.kit.time import isoformat, utcnow
@@ -27,6 +28,13 @@ from herald.messages.schemas import MarkAs
 from herald.messages.schemas import Message as MessageSchema
 from herald.models import Message, Subscriber
 from herald.subscribers.repository import SubscriberRepository
+
+
+def _masked(webhook_url: str | None) -> str | None:
+    """A chat message's webhook address, masked: the engine records the mask; rows written before it, the address."""
+    if webhook_url is None or MASK in webhook_url:
+        return webhook_url
+    return mask_secret(webhook_url)
 
 
 def to_schema(message: Message) -> MessageSchema:
@@ -53,7 +61,7 @@ def to_schema(message: Message) -> MessageSchema:
             "snoozedUntil": isoformat(message.snoozed_until),
             "email": message.email,
             "phone": message.phone,
-            "directWebhookUrl": message.direct_webhook_url,
+            "directWebhookUrl": _masked(message.direct_webhook_url),
             "providerId": message.provider_id,
             "deviceTokens": message.device_tokens,
             "title": message.title,

@@ -3,12 +3,20 @@
 The rule lives here, apart from the use cases, because two places apply it:
 the subscriber routes (``PUT``/``PATCH /v1/subscribers/{id}/credentials``,
 upserts) and the engine, when a trigger names a subscriber with ``channels``.
+
+A channel's ``webhookUrl`` is a secret (whoever has a Slack or Discord webhook
+address can post to it): stored sealed, shown masked (``herald.kit.crypto``),
+opened only by the engine to send. A webhookUrl sent as the mask of the
+stored one, or as the stored one itself, keeps the stored value. Device tokens
+are not secrets (as in Novu): they address a device, they do not authorize.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from herald.kit.crypto import SecretBox, SecretKeyMismatch, is_secret
 from herald.models import Integration
 from herald.subscribers.schemas import MAX_DEVICE_TOKENS
 
@@ -25,12 +33,56 @@ def _dedupe(tokens: list[str]) -> list[str]:
     return list(dict.fromkeys(tokens))
 
 
+def _seal_given(box: SecretBox | None, given: dict[str, Any], stored: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` with its secrets sealed; one equal to the stored value (or its mask) keeps the stored value."""
+    if box is None:
+        return given
+    sealed = dict(given)
+    for key, value in given.items():
+        if not is_secret(key, value):
+            continue
+        kept = stored.get(key)
+        if isinstance(kept, str):
+            try:
+                plain = box.open(kept)
+            except SecretKeyMismatch:
+                plain = None
+            if plain is not None and value in (plain, box.mask(kept)):
+                sealed[key] = kept
+                continue
+        sealed[key] = box.seal(value)
+    return sealed
+
+
+def open_channel_credentials(box: SecretBox, credentials: Mapping[str, Any]) -> dict[str, Any]:
+    """A channel entry's credentials with its secrets opened, to send with."""
+    return box.open_credentials(credentials)
+
+
+def mask_channels(box: SecretBox, channels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The channel list as answers show it: secrets masked (``****`` whole when they cannot be opened)."""
+    masked = []
+    for entry in channels:
+        credentials = entry.get("credentials") or {}
+        shown = {}
+        for key, value in credentials.items():
+            if is_secret(key, value):
+                try:
+                    value = box.mask(value)
+                except SecretKeyMismatch:
+                    value = box.mask(value, reveal_edges=False)
+            shown[key] = value
+        masked.append({**entry, "credentials": shown})
+    return masked
+
+
 def merge_channel(
     channels: list[dict[str, Any]],
     integration: Integration,
     credentials: dict[str, Any],
     *,
     replace: bool,
+    box: SecretBox | None = None,
 ) -> list[dict[str, Any]]:
     """The channel list after setting ``integration``'s credentials.
 
@@ -38,7 +90,9 @@ def merge_channel(
     (PUT) makes the given credentials the entry's whole credentials; otherwise
     (PATCH, upserts, triggers) they are merged in and device tokens are
     appended, without duplicates. Raises :class:`TooManyDeviceTokens` past
-    Novu's limit per channel.
+    Novu's limit per channel. With ``box`` the given secrets are sealed
+    (see the module docstring); without, they are kept as given (a trigger's
+    channels, sealed when the trigger was accepted).
     """
     given = dict(credentials)
     if "deviceTokens" in given:
@@ -48,6 +102,7 @@ def merge_channel(
     for entry in channels:
         if entry.get("providerId") == integration.provider_id and entry.get("_integrationId") == integration.id:
             matched = True
+            given = _seal_given(box, given, entry.get("credentials") or {})
             if replace:
                 merged = given
             else:
@@ -58,6 +113,7 @@ def merge_channel(
             entry = {**entry, "integrationIdentifier": integration.identifier, "credentials": merged}
         updated.append(entry)
     if not matched:
+        given = _seal_given(box, given, {})
         updated.append(
             {
                 "providerId": integration.provider_id,

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from herald.kit.auth import PrincipalDep
+from herald.kit.crypto import SecretBox
 from herald.kit.db import SessionDep
 from herald.kit.pagination import PageDep, paginated
 from herald.kit.schemas import ERROR_RESPONSES, DataResponse, PaginatedResponse
@@ -21,6 +22,13 @@ from herald.subscribers.schemas import (
     UpdateSubscriberRequest,
 )
 
+
+def _secret_box(request: Request) -> SecretBox:
+    return request.app.state.secret_box
+
+
+# Seals the secrets of channel credentials (webhookUrl) and masks them in answers.
+BoxDep = Annotated[SecretBox, Depends(_secret_box)]
 SubscriberIdPath = Annotated[str, Path(description="The identifier the subscriber was created with")]
 
 v1 = APIRouter(prefix="/v1/subscribers", tags=["Subscribers"], responses=ERROR_RESPONSES)
@@ -30,19 +38,19 @@ DELETED = RemoveSubscriberResponse(acknowledged=True, status="deleted")
 
 
 @v1.get("", response_model=PaginatedResponse[Subscriber], summary="List subscribers")
-async def list_subscribers(page: PageDep, session: SessionDep, principal: PrincipalDep) -> dict[str, Any]:
+async def list_subscribers(page: PageDep, session: SessionDep, principal: PrincipalDep, box: BoxDep) -> dict[str, Any]:
     """The environment's subscribers, oldest first (new subscribers are added at the end, so pages stay put)."""
     rows, total = await service.list_subscribers(session, principal, offset=page.offset, limit=page.limit)
-    return paginated([service.to_schema(row) for row in rows], page, total)
+    return paginated([service.to_schema(row, box) for row in rows], page, total)
 
 
 @v1.post("", status_code=201, response_model=DataResponse[Subscriber], summary="Create or update a subscriber")
 async def upsert_subscriber(
-    body: CreateSubscriberRequest, session: SessionDep, principal: PrincipalDep
+    body: CreateSubscriberRequest, session: SessionDep, principal: PrincipalDep, box: BoxDep
 ) -> DataResponse[Subscriber]:
     """Creates the subscriber, or updates the one with this subscriberId: only the fields sent change."""
-    subscriber = await service.upsert_subscriber(session, principal, body)
-    return DataResponse(data=service.to_schema(subscriber))
+    subscriber = await service.upsert_subscriber(session, principal, body, box=box)
+    return DataResponse(data=service.to_schema(subscriber, box))
 
 
 @v1.post(
@@ -52,10 +60,10 @@ async def upsert_subscriber(
     summary="Create or update up to 500 subscribers",
 )
 async def bulk_upsert_subscribers(
-    body: BulkCreateSubscribersRequest, session: SessionDep, principal: PrincipalDep
+    body: BulkCreateSubscribersRequest, session: SessionDep, principal: PrincipalDep, box: BoxDep
 ) -> DataResponse[BulkCreateSubscribersResponse]:
     """Each subscriber is created, or updated as ``POST /v1/subscribers`` updates it, in the order sent."""
-    return DataResponse(data=await service.bulk_upsert_subscribers(session, principal, body.subscribers))
+    return DataResponse(data=await service.bulk_upsert_subscribers(session, principal, body.subscribers, box=box))
 
 
 @v1.get("/{subscriberId}", response_model=DataResponse[Subscriber], summary="Get a subscriber")
@@ -63,18 +71,19 @@ async def get_subscriber(
     subscriberId: SubscriberIdPath,
     session: SessionDep,
     principal: PrincipalDep,
+    box: BoxDep,
     includeTopics: Annotated[bool, Query(description="Add the keys of the subscriber's topics")] = False,
 ) -> DataResponse[Subscriber]:
     subscriber, topics = await service.get_subscriber(session, principal, subscriberId, include_topics=includeTopics)
-    return DataResponse(data=service.to_schema(subscriber, topics))
+    return DataResponse(data=service.to_schema(subscriber, box, topics))
 
 
 @v1.put("/{subscriberId}", response_model=DataResponse[Subscriber], summary="Update a subscriber")
 async def update_subscriber(
-    subscriberId: SubscriberIdPath, body: UpdateSubscriberRequest, session: SessionDep, principal: PrincipalDep
+    subscriberId: SubscriberIdPath, body: UpdateSubscriberRequest, session: SessionDep, principal: PrincipalDep, box: BoxDep
 ) -> DataResponse[Subscriber]:
-    subscriber = await service.update_subscriber(session, principal, subscriberId, body)
-    return DataResponse(data=service.to_schema(subscriber))
+    subscriber = await service.update_subscriber(session, principal, subscriberId, body, box=box)
+    return DataResponse(data=service.to_schema(subscriber, box))
 
 
 @v1.delete("/{subscriberId}", response_model=DataResponse[RemoveSubscriberResponse], summary="Delete a subscriber")
@@ -92,11 +101,11 @@ async def delete_subscriber(
     summary="Set a subscriber's provider credentials",
 )
 async def replace_subscriber_credentials(
-    subscriberId: SubscriberIdPath, body: UpdateSubscriberChannelRequest, session: SessionDep, principal: PrincipalDep
+    subscriberId: SubscriberIdPath, body: UpdateSubscriberChannelRequest, session: SessionDep, principal: PrincipalDep, box: BoxDep
 ) -> DataResponse[Subscriber]:
     """Replaces the credentials (device tokens included) the subscriber holds for the provider's integration."""
-    subscriber = await service.set_channel_credentials(session, principal, subscriberId, body, replace=True)
-    return DataResponse(data=service.to_schema(subscriber))
+    subscriber = await service.set_channel_credentials(session, principal, subscriberId, body, replace=True, box=box)
+    return DataResponse(data=service.to_schema(subscriber, box))
 
 
 @v1.patch(
@@ -105,11 +114,11 @@ async def replace_subscriber_credentials(
     summary="Add to a subscriber's provider credentials",
 )
 async def modify_subscriber_credentials(
-    subscriberId: SubscriberIdPath, body: UpdateSubscriberChannelRequest, session: SessionDep, principal: PrincipalDep
+    subscriberId: SubscriberIdPath, body: UpdateSubscriberChannelRequest, session: SessionDep, principal: PrincipalDep, box: BoxDep
 ) -> DataResponse[Subscriber]:
     """Merges the credentials in; device tokens are appended, without duplicates."""
-    subscriber = await service.set_channel_credentials(session, principal, subscriberId, body, replace=False)
-    return DataResponse(data=service.to_schema(subscriber))
+    subscriber = await service.set_channel_credentials(session, principal, subscriberId, body, replace=False, box=box)
+    return DataResponse(data=service.to_schema(subscriber, box))
 
 
 @v1.delete(
@@ -135,9 +144,10 @@ async def update_subscriber_online_status(
     body: UpdateSubscriberOnlineStatusRequest,
     session: SessionDep,
     principal: PrincipalDep,
+    box: BoxDep,
 ) -> DataResponse[Subscriber]:
     subscriber = await service.update_online_status(session, principal, subscriberId, body.isOnline)
-    return DataResponse(data=service.to_schema(subscriber))
+    return DataResponse(data=service.to_schema(subscriber, box))
 
 
 @v2.post("", status_code=201, response_model=DataResponse[Subscriber], summary="Create a subscriber")
@@ -145,29 +155,30 @@ async def create_subscriber_v2(
     body: CreateSubscriberRequest,
     session: SessionDep,
     principal: PrincipalDep,
+    box: BoxDep,
     failIfExists: Annotated[
         bool, Query(description="Answer 409 instead of updating when the subscriberId already exists")
     ] = False,
 ) -> DataResponse[Subscriber]:
     """Creates the subscriber; an existing one is updated unless ``failIfExists=true`` (then 409)."""
-    subscriber = await service.upsert_subscriber(session, principal, body, fail_if_exists=failIfExists)
-    return DataResponse(data=service.to_schema(subscriber))
+    subscriber = await service.upsert_subscriber(session, principal, body, box=box, fail_if_exists=failIfExists)
+    return DataResponse(data=service.to_schema(subscriber, box))
 
 
 @v2.get("/{subscriberId}", response_model=DataResponse[Subscriber], summary="Get a subscriber")
 async def get_subscriber_v2(
-    subscriberId: SubscriberIdPath, session: SessionDep, principal: PrincipalDep
+    subscriberId: SubscriberIdPath, session: SessionDep, principal: PrincipalDep, box: BoxDep
 ) -> DataResponse[Subscriber]:
     subscriber, _ = await service.get_subscriber(session, principal, subscriberId)
-    return DataResponse(data=service.to_schema(subscriber))
+    return DataResponse(data=service.to_schema(subscriber, box))
 
 
 @v2.patch("/{subscriberId}", response_model=DataResponse[Subscriber], summary="Update a subscriber")
 async def patch_subscriber_v2(
-    subscriberId: SubscriberIdPath, body: UpdateSubscriberRequest, session: SessionDep, principal: PrincipalDep
+    subscriberId: SubscriberIdPath, body: UpdateSubscriberRequest, session: SessionDep, principal: PrincipalDep, box: BoxDep
 ) -> DataResponse[Subscriber]:
-    subscriber = await service.update_subscriber(session, principal, subscriberId, body)
-    return DataResponse(data=service.to_schema(subscriber))
+    subscriber = await service.update_subscriber(session, principal, subscriberId, body, box=box)
+    return DataResponse(data=service.to_schema(subscriber, box))
 
 
 @v2.delete("/{subscriberId}", response_model=DataResponse[RemoveSubscriberResponse], summary="Delete a subscriber")

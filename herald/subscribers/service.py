@@ -15,11 +15,12 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.kit.auth import Principal
+from herald.kit.crypto import SecretBox
 from herald.kit.errors import ConflictError, NotFoundError, UnprocessableError
 from herald.kit.ids import new_id
 from herald.kit.time import isoformat, utcnow
 from herald.models import Subscriber
-from herald.subscribers.channels import TooManyDeviceTokens, merge_channel
+from herald.subscribers.channels import TooManyDeviceTokens, mask_channels, merge_channel
 from herald.subscribers.repository import SubscriberRepository
 from herald.subscribers.schemas import (
     BulkCreateSubscribersResponse,
@@ -48,7 +49,8 @@ def not_found_message(subscriber_id: str) -> str:
     return f"Subscriber: {subscriber_id} was not found"
 
 
-def to_schema(subscriber: Subscriber, topics: list[str] | None = None) -> SubscriberSchema:
+def to_schema(subscriber: Subscriber, box: SecretBox, topics: list[str] | None = None) -> SubscriberSchema:
+    """The Subscriber object; its channels' secrets (webhookUrl) masked."""
     values: dict[str, Any] = {
         "_id": subscriber.id,
         "firstName": subscriber.first_name,
@@ -57,7 +59,7 @@ def to_schema(subscriber: Subscriber, topics: list[str] | None = None) -> Subscr
         "phone": subscriber.phone,
         "avatar": subscriber.avatar,
         "locale": subscriber.locale,
-        "channels": subscriber.channels or [],
+        "channels": mask_channels(box, subscriber.channels or []),
         "isOnline": subscriber.is_online,
         "lastOnlineAt": isoformat(subscriber.last_online_at),
         "__v": subscriber.version,
@@ -107,6 +109,7 @@ async def _channels_with(
     request: UpdateSubscriberChannelRequest,
     *,
     replace: bool,
+    box: SecretBox,
 ) -> list[dict[str, Any]]:
     """The channel list after setting one provider's credentials (see :func:`merge_channel`)."""
     integration = await repository.find_active_integration(
@@ -118,7 +121,7 @@ async def _channels_with(
             message += f" with identifier {request.integrationIdentifier}"
         raise UnprocessableError(message)
     try:
-        return merge_channel(channels, integration, request.credentials.given(), replace=replace)
+        return merge_channel(channels, integration, request.credentials.given(), replace=replace, box=box)
     except TooManyDeviceTokens as exc:
         raise UnprocessableError(str(exc)) from exc
 
@@ -128,6 +131,7 @@ async def _apply(
     principal: Principal,
     subscriber: Subscriber,
     request: SubscriberFieldsRequest,
+    box: SecretBox,
 ) -> bool:
     """Set the attributes present in the body; True when anything changed.
 
@@ -136,7 +140,7 @@ async def _apply(
     """
     channels = list(subscriber.channels or [])
     for channel in request.channels or []:
-        channels = await _channels_with(repository, principal, channels, channel, replace=False)
+        channels = await _channels_with(repository, principal, channels, channel, replace=False, box=box)
     changed = False
     given = request.model_fields_set
     for field, column in ATTRIBUTES.items():
@@ -175,7 +179,12 @@ def _new_subscriber(principal: Principal, subscriber_id: str) -> Subscriber:
 
 
 async def upsert_subscriber(
-    session: AsyncSession, principal: Principal, request: CreateSubscriberRequest, *, fail_if_exists: bool = False
+    session: AsyncSession,
+    principal: Principal,
+    request: CreateSubscriberRequest,
+    *,
+    box: SecretBox,
+    fail_if_exists: bool = False,
 ) -> Subscriber:
     """Create the subscriber, or update the one with this subscriberId.
 
@@ -185,7 +194,7 @@ async def upsert_subscriber(
     existing = await repository.get_by_subscriber_id(principal.environment_id, request.subscriberId)
     if existing is None:
         subscriber = _new_subscriber(principal, request.subscriberId)
-        await _apply(repository, principal, subscriber, request)
+        await _apply(repository, principal, subscriber, request, box)
         if await repository.insert_new([subscriber]):
             return subscriber
         # Created by a concurrent request since the lookup: update that one.
@@ -193,14 +202,14 @@ async def upsert_subscriber(
         assert existing is not None
     if fail_if_exists:
         raise ConflictError(f'Subscriber with id "{request.subscriberId}" already exists')
-    if await _apply(repository, principal, existing, request):
+    if await _apply(repository, principal, existing, request, box):
         _touch(existing)
         await session.flush()
     return existing
 
 
 async def bulk_upsert_subscribers(
-    session: AsyncSession, principal: Principal, requests: Sequence[CreateSubscriberRequest]
+    session: AsyncSession, principal: Principal, requests: Sequence[CreateSubscriberRequest], *, box: SecretBox
 ) -> BulkCreateSubscribersResponse:
     """``POST /v1/subscribers/bulk``: each subscriber created or updated as :func:`upsert_subscriber` does, in order.
 
@@ -220,7 +229,7 @@ async def bulk_upsert_subscribers(
         existing = known.get(request.subscriberId)
         subscriber = existing or _new_subscriber(principal, request.subscriberId)
         try:
-            changed = await _apply(repository, principal, subscriber, request)
+            changed = await _apply(repository, principal, subscriber, request, box)
         except UnprocessableError as exc:
             outcome.failed.append(FailedSubscriber(message=exc.message, subscriberId=request.subscriberId))
             continue
@@ -239,17 +248,17 @@ async def bulk_upsert_subscribers(
         # applied again, in order, to what is stored now, and they count as updated.
         for request in applied:
             if request.subscriberId in taken:
-                await upsert_subscriber(session, principal, request)
+                await upsert_subscriber(session, principal, request, box=box)
         outcome.created = [item for item in outcome.created if item.subscriberId not in taken]
         outcome.updated.extend(ChangedSubscriber(subscriberId=subscriber_id) for subscriber_id in taken)
     return outcome
 
 
 async def update_subscriber(
-    session: AsyncSession, principal: Principal, subscriber_id: str, request: SubscriberFieldsRequest
+    session: AsyncSession, principal: Principal, subscriber_id: str, request: SubscriberFieldsRequest, *, box: SecretBox
 ) -> Subscriber:
     subscriber = await require_subscriber(session, principal, subscriber_id)
-    if await _apply(SubscriberRepository(session), principal, subscriber, request):
+    if await _apply(SubscriberRepository(session), principal, subscriber, request, box):
         _touch(subscriber)
         await session.flush()
     return subscriber
@@ -268,10 +277,11 @@ async def set_channel_credentials(
     request: UpdateSubscriberChannelRequest,
     *,
     replace: bool,
+    box: SecretBox,
 ) -> Subscriber:
     subscriber = await require_subscriber(session, principal, subscriber_id)
     current = list(subscriber.channels or [])
-    channels = await _channels_with(SubscriberRepository(session), principal, current, request, replace=replace)
+    channels = await _channels_with(SubscriberRepository(session), principal, current, request, replace=replace, box=box)
     if channels != current:
         subscriber.channels = channels
         _touch(subscriber)

@@ -13,11 +13,11 @@ from herald.engine import queue
 from herald.engine.queue import job_from_row
 from herald.engine.repository import EngineRepository
 from herald.engine.worker import Worker
-from herald.kit.crypto import SecretBox
+from herald.kit.crypto import SecretBox, mask_secret
 from herald.kit.db import create_engine, create_sessionmaker
 from herald.kit.time import utcnow
 from herald.migrations import upgrade_async
-from herald.models import Job, Notification, Subscriber
+from herald.models import Event, Job, Notification, Subscriber
 from tests.conftest import Tenancy
 from tests.engine.conftest import details_of, fast_forward, jobs_of, messages_of, trigger
 from tests.fixtures.builders import create_integration, create_subscriber, create_workflow, unique
@@ -96,13 +96,24 @@ async def test_inline_channels_are_saved_against_their_integrations(
             "providerId": "slack",
             "_integrationId": slack["_id"],
             "integrationIdentifier": slack["identifier"],
-            "credentials": {"webhookUrl": "https://hooks.example.com/new", "channel": "#general"},
+            # webhookUrl is a secret: shown masked, stored sealed (herald.subscribers.channels).
+            "credentials": {"webhookUrl": mask_secret("https://hooks.example.com/new"), "channel": "#general"},
         }
     ]
     for subscriber_id in (fresh, existing["subscriberId"]):
         response = await api.get(f"/v1/subscribers/{subscriber_id}")
         assert response.status_code == 200, response.text
         assert response.json()["data"]["channels"] == expected
+    async with app.state.sessionmaker() as session:
+        stored = (
+            await session.execute(select(Subscriber.channels).where(Subscriber.subscriber_id.in_([fresh, existing["subscriberId"]])))
+        ).scalars().all()
+        events = (await session.execute(select(Event.recipients).where(Event.transaction_id == result["transactionId"]))).scalars().all()
+    for channels in stored:
+        [entry] = channels
+        assert entry["credentials"]["webhookUrl"].startswith("hsk1.")
+        assert app.state.secret_box.open(entry["credentials"]["webhookUrl"]) == "https://hooks.example.com/new"
+    assert events and "hooks.example.com" not in str(events)
     expansion = [detail.detail for detail in await details_of(app, result["transactionId"]) if detail.detail.startswith("Trigger expanded")]
     assert expansion == [
         "Trigger expanded into 2 notifications"

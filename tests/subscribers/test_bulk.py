@@ -9,6 +9,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import event
 
+from herald.kit.crypto import mask_secret
 from herald.subscribers.repository import SubscriberRepository
 from tests.conftest import Tenancy, assert_error
 from tests.fixtures.builders import create_integration, create_subscriber, unique
@@ -80,7 +81,7 @@ async def test_a_subscriber_whose_channel_cannot_be_set_fails_alone(api: httpx.A
     assert (ids(outcome["created"]), outcome["updated"]) == ([good], [])
     assert (await api.get(f"/v1/subscribers/{existing['subscriberId']}")).json()["data"]["firstName"] == "Kept"
     [channel] = (await api.get(f"/v1/subscribers/{good}")).json()["data"]["channels"]
-    assert (channel["providerId"], channel["credentials"]["webhookUrl"]) == ("slack", webhook["webhookUrl"])
+    assert (channel["providerId"], channel["credentials"]["webhookUrl"]) == ("slack", mask_secret(webhook["webhookUrl"]))
 
 
 async def test_more_than_500_or_an_invalid_subscriber_is_refused_whole(api: httpx.AsyncClient) -> None:

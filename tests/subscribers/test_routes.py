@@ -7,6 +7,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import event, func, select
 
+from herald.kit.crypto import mask_secret
 from herald.models import Message, Subscriber, TopicSubscriber
 from tests.conftest import Tenancy, assert_error
 from tests.fixtures.builders import create_integration, create_subscriber, insert_in_app_message, unique
@@ -279,14 +280,15 @@ async def test_put_credentials_sets_the_entry_with_its_integration(api: httpx.As
         {
             "providerId": "slack",
             "integrationIdentifier": integration["identifier"],
-            "credentials": {"webhookUrl": "https://hooks.slack.com/a", "channel": "#x"},
+            # webhookUrl is a secret: answers carry its mask (herald.kit.crypto).
+            "credentials": {"webhookUrl": mask_secret("https://hooks.slack.com/a"), "channel": "#x"},
             "_integrationId": integration["_id"],
         }
     ]
     assert updated["__v"] == subscriber["__v"] + 1
     # PUT replaces the entry's credentials: fields not sent are gone.
     response = await api.put(path, json={"providerId": "slack", "credentials": {"webhookUrl": "https://hooks.slack.com/b"}})
-    assert response.json()["data"]["channels"][0]["credentials"] == {"webhookUrl": "https://hooks.slack.com/b"}
+    assert response.json()["data"]["channels"][0]["credentials"] == {"webhookUrl": mask_secret("https://hooks.slack.com/b")}
     assert len(response.json()["data"]["channels"]) == 1
 
 
@@ -465,3 +467,43 @@ async def test_creating_a_subscriber_is_one_insert_without_a_savepoint(api: http
     assert response.status_code == 201, response.text
     writes = [statement for statement in statements if "INSERT" in statement.upper() or "SAVEPOINT" in statement.upper()]
     assert len(writes) == 1 and "INTO subscribers" in writes[0], statements
+
+
+async def test_channel_webhook_url_is_sealed_at_rest_and_shown_masked(api: httpx.AsyncClient, app) -> None:
+    """A subscriber's webhook address is a credential: no answer carries it, the store keeps it sealed."""
+    from sqlalchemy import select
+
+    from herald.models import Subscriber
+
+    hook = "https://hooks.slack.com/services/T000/B000/subscriberSecret99"
+    await create_integration(api, providerId="slack", channel="chat", active=True, credentials={})
+    subscriber = await create_subscriber(api)
+    path = f"/v1/subscribers/{subscriber['subscriberId']}/credentials"
+    answers = [await api.patch(path, json={"providerId": "slack", "credentials": {"webhookUrl": hook, "channel": "#ops"}})]
+    answers.append(await api.get(f"/v1/subscribers/{subscriber['subscriberId']}"))
+    answers.append(await api.get(f"/v2/subscribers/{subscriber['subscriberId']}"))
+    answers.append(await api.get("/v1/subscribers"))
+    for response in answers:
+        assert response.status_code == 200, response.text
+        assert "subscriberSecret99" not in response.text
+    shown = answers[1].json()["data"]
+    assert shown["channels"][0]["credentials"] == {"webhookUrl": "htt****et99", "channel": "#ops"}
+
+    async def stored() -> str:
+        async with app.state.sessionmaker() as session:
+            channels = (
+                await session.execute(select(Subscriber.channels).where(Subscriber.id == subscriber["_id"]))
+            ).scalar_one()
+        return channels[0]["credentials"]["webhookUrl"]
+
+    sealed = await stored()
+    assert sealed.startswith("hsk1.") and app.state.secret_box.open(sealed) == hook
+    # Sending back what was shown, or the same address, changes nothing.
+    for same in ("htt****et99", hook):
+        again = await api.patch(path, json={"providerId": "slack", "credentials": {"webhookUrl": same}})
+        assert again.json()["data"]["__v"] == shown["__v"]
+        assert await stored() == sealed
+    # A new address replaces it.
+    replaced = await api.put(path, json={"providerId": "slack", "credentials": {"webhookUrl": hook + "-new"}})
+    assert replaced.json()["data"]["__v"] == shown["__v"] + 1
+    assert app.state.secret_box.open(await stored()) == hook + "-new"

@@ -7,6 +7,7 @@ from typing import Any
 from herald.engine.steps.base import StepContext, StepOutcome
 from herald.engine.steps.subscriber_channels import deliver_to_channels
 from herald.engine.templates import TemplateError, render_chat
+from herald.kit.crypto import mask_secret
 from herald.models import Integration
 from herald.providers.base import ChatMessage
 
@@ -19,8 +20,13 @@ async def run(ctx: StepContext) -> StepOutcome:
 
     def build(credentials: dict[str, Any], integration: Integration):  # type: ignore[no-untyped-def]
         chat = ChatMessage(content=content, webhook_url=credentials.get("webhookUrl"), channel=credentials.get("channel"))
+        webhook_url = credentials.get("webhookUrl")
+        # The message records which webhook by its mask: the address itself is a secret.
         message = ctx.new_message(
-            "chat", content=content, provider_id=integration.provider_id, direct_webhook_url=credentials.get("webhookUrl")
+            "chat",
+            content=content,
+            provider_id=integration.provider_id,
+            direct_webhook_url=mask_secret(webhook_url) if isinstance(webhook_url, str) else None,
         )
 
         async def send(provider):  # type: ignore[no-untyped-def]

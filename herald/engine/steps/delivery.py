@@ -20,6 +20,7 @@ from herald.engine import queue
 from herald.engine.filters import FilterContext, step_passes
 from herald.engine.repository import EngineRepository
 from herald.engine.steps.base import Detail, StepContext, StepOutcome
+from herald.kit.crypto import is_secret, scrub
 from herald.kit.ids import new_id
 from herald.kit.time import isoformat
 from herald.models import Integration, Message
@@ -35,6 +36,8 @@ class Delivery:
     integration: Integration
     message: Message
     send: Callable[[Provider[Any]], Awaitable[SendResult]]
+    # Secrets of the send besides the integration's (a subscriber's webhookUrl): kept out of error texts.
+    secrets: tuple[str, ...] = ()
 
 
 async def load_integrations(ctx: StepContext, channel: str) -> tuple[Sequence[Integration], dict[str, Message]]:
@@ -95,10 +98,14 @@ async def deliver(ctx: StepContext, deliveries: list[Delivery], already: dict[st
         if cls is None:
             permanent.append(_fail(delivery, messages, details, f"Provider {provider_id!r} is not supported by Herald"))
             continue
-        provider = cls(ctx.box.open_credentials(delivery.integration.credentials), ctx.http)
+        credentials = ctx.box.open_credentials(delivery.integration.credentials)
+        provider = cls(credentials, ctx.http)
         try:
             result = await delivery.send(provider)
         except ProviderError as exc:
+            # What a provider answered may echo the key or the webhook address it was called with.
+            secrets = [value for key, value in credentials.items() if is_secret(key, value)]
+            exc.message = scrub(exc.message, [*secrets, *delivery.secrets])
             if exc.transient and ctx.job.attempts < ctx.job.max_attempts:
                 transient.append(exc.message)
                 details.append(Detail("Failed", f"Provider error (will retry): {exc.message}", provider_id))

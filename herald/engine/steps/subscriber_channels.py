@@ -7,7 +7,9 @@ from typing import Any
 
 from herald.engine.steps.base import Detail, StepContext, StepOutcome
 from herald.engine.steps.delivery import Delivery, deliver, load_integrations
+from herald.kit.crypto import is_secret
 from herald.models import Integration, Message
+from herald.subscribers.channels import open_channel_credentials
 
 
 async def deliver_to_channels(
@@ -29,12 +31,15 @@ async def deliver_to_channels(
             if any(i.channel == channel for i in integrations) or provider_id:
                 unusable.append(f"{provider_id} has no active integration")
             continue
-        built = build(entry.get("credentials") or {}, integration)
+        # The entry's secrets (webhookUrl) are stored sealed: opened here, to send with.
+        credentials = open_channel_credentials(ctx.box, entry.get("credentials") or {})
+        built = build(credentials, integration)
         if isinstance(built, str):
             unusable.append(built)
             continue
         message, send = built
-        deliveries.append(Delivery(f"{channel}:{integration.identifier}:{index}", integration, message, send))
+        secrets = tuple(value for key, value in credentials.items() if is_secret(key, value))
+        deliveries.append(Delivery(f"{channel}:{integration.identifier}:{index}", integration, message, send, secrets))
     if not deliveries:
         text = f"Subscriber {ctx.subscriber.subscriber_id} has no {channel} channel that can be used" + (
             f" ({'; '.join(unusable)})" if unusable else ""

@@ -23,6 +23,7 @@ from herald.kit.db import create_engine, create_sessionmaker
 from herald.kit.errors import install_error_handlers
 from herald.kit.groupcommit import GroupCommit
 from herald.kit.idempotency import IdempotencyMiddleware
+from herald.kit.logs import quiet_http_client_logs
 from herald.kit.request_guard import RequestGuardMiddleware
 from herald.kit.responses import JSONResponse
 from herald.kit.schemas import RequestRoute
@@ -111,6 +112,8 @@ def build_worker(
 
 def create_app(settings: Settings | None = None) -> HeraldApp:
     settings = settings or load_settings()
+    # Whoever configured logging (the herald command, or an embedding server), webhook URLs stay out of it.
+    quiet_http_client_logs()
     engine = create_engine(settings.database_url, pool_size=settings.database_pool_size)
     # Every commit that wrote jobs wakes this process's worker without waiting for its poll.
     job_signal = JobSignal()

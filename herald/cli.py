@@ -24,6 +24,7 @@ from herald.config import Settings, SettingsError, load_settings
 from herald.kit.db import create_engine, create_sessionmaker
 from herald.kit.errors import HeraldError
 from herald.kit.heap import settle_heap
+from herald.kit.logs import quiet_http_client_logs
 
 DEV_KEY_FILE = "development-api-key"
 NEW_KEY_HINT = (
@@ -37,6 +38,7 @@ def _configure_logging(level: str) -> None:
         level=getattr(logging, level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
+    quiet_http_client_logs()
 
 
 async def _with_session(settings: Settings, work: Any) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from herald import __version__
+from herald.kit.crypto import mask_secret
 from herald.providers.base import ProviderError
 
 CONNECT_TIMEOUT = 5.0
@@ -77,9 +78,9 @@ async def send_raw(http: httpx.AsyncClient, provider_id: str, method: str, url: 
             transient=True,
         ) from exc
     except httpx.UnsupportedProtocol as exc:
-        raise ProviderError(f"{provider_id}: unsupported URL {url!r}: {exc}", transient=False) from exc
+        raise ProviderError(f"{provider_id}: unsupported URL {_masked_url(url)!r}: {exc}", transient=False) from exc
     except httpx.InvalidURL as exc:
-        raise ProviderError(f"{provider_id}: invalid URL {url!r}: {exc}", transient=False) from exc
+        raise ProviderError(f"{provider_id}: invalid URL {_masked_url(url)!r}: {exc}", transient=False) from exc
     except httpx.TransportError as exc:
         raise ProviderError(
             f"{provider_id}: could not reach {_origin(url)}: {exc or type(exc).__name__}", transient=True
@@ -148,3 +149,9 @@ def _origin(url: str) -> str:
     except (httpx.InvalidURL, TypeError):
         return url
     return f"{parsed.scheme}://{parsed.netloc.decode()}" if parsed.host else url
+
+
+def _masked_url(url: str) -> str:
+    """A URL as an error message may show it: its origin, never its path (a webhook's path is its secret)."""
+    origin = _origin(url)
+    return f"{origin}/****" if origin != url else mask_secret(url)

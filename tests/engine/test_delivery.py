@@ -467,3 +467,50 @@ async def test_a_delivery_that_succeeds_after_an_error_updates_its_message(app: 
     async with app.state.sessionmaker() as session:
         [stored] = (await session.execute(select(Message).where(Message.job_id == job_id))).scalars().all()
     assert (stored.id, stored.status, stored.provider_message_id, stored.error_id, stored.error_text) == (failed.id, "sent", "ts-1", None, None)
+
+
+async def test_webhook_secrets_stay_out_of_logs_errors_and_answers(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A webhook's path is its credential: sent to, never logged, never in an error text, an execution detail or an answer."""
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    delivered, echoed, unsupported = "T000/B000/deliveredSecret01", "api/webhooks/1/echoedSecret02", "unsupportedSecret03"
+    peers.install_slack(peer, webhook_path=f"/services/{delivered}")
+    # No route for the Discord hook: the peer's 404 names the path it was called at, as some servers do.
+    hooks = {
+        "slack": f"{peer.url}/services/{delivered}",
+        "discord": f"{peer.url}/{echoed}",
+        "chat-webhook": f"htp://hooks.example.com/{unsupported}",
+    }
+    subscriber = await create_subscriber(api)
+    for provider_id, url in hooks.items():
+        await create_integration(api, providerId=provider_id, channel="chat", active=True, credentials={})
+        response = await api.put(
+            f"/v1/subscribers/{subscriber['subscriberId']}/credentials", json={"providerId": provider_id, "credentials": {"webhookUrl": url}}
+        )
+        assert response.status_code == 200, response.text
+    workflow = await create_workflow(api, steps=[{"name": "chat", "template": {"type": "chat", "content": "Deployed"}}])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"])
+
+    [job] = await settle(worker, app, result["transactionId"])
+
+    assert job.status == "failed"
+    assert len(peer.requests_to(f"/services/{delivered}")) == 1
+    assert len(peer.requests_to(f"/{echoed}")) == 1
+    messages = {m.provider_id: m for m in await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])}
+    assert (messages["slack"].status, messages["discord"].status, messages["chat-webhook"].status) == ("sent", "error", "error")
+    assert "answered 404" in messages["discord"].error_text and "unsupported URL" in messages["chat-webhook"].error_text
+    recorded = [m.error_text or "" for m in messages.values()] + [m.direct_webhook_url or "" for m in messages.values()]
+    recorded += [d.detail + str(d.raw or "") for d in await details_of(app, result["transactionId"])]
+    recorded.append(job.error_text or "")
+    listed = await api.get("/v1/messages", params={"transactionId": result["transactionId"]})
+    activity = await api.get("/v1/notifications", params={"transactionId": result["transactionId"]})
+    assert listed.status_code == 200 and activity.status_code == 200
+    recorded += [listed.text, activity.text]
+    # Captured at DEBUG: the HTTP client's request lines ("HTTP Request: POST <url>") would be here.
+    logged = [record.getMessage() for record in caplog.records]
+    for secret in ("deliveredSecret01", "echoedSecret02", "unsupportedSecret03"):
+        assert not [line for line in logged if secret in line], secret
+        assert not [text for text in recorded if secret in text], secret

@@ -23,6 +23,7 @@ from typing import Any
 from herald.config import Settings, SettingsError, load_settings
 from herald.kit.db import create_engine, create_sessionmaker
 from herald.kit.errors import HeraldError
+from herald.kit.files import create_private_file, make_private_dir
 from herald.kit.heap import settle_heap
 from herald.kit.logs import quiet_http_client_logs
 
@@ -89,9 +90,10 @@ def _announce(settings: Settings, created: bool, environments: list[dict[str, An
     """What ``make run`` shows: the Development key (kept in the data folder) and the docs."""
     development = next(item for item in environments if item["name"] == "Development")
     if created:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        dev_key_path.write_text(development["apiKey"] + "\n")
+        make_private_dir(settings.data_dir)
+        create_private_file(dev_key_path)
         dev_key_path.chmod(0o600)
+        dev_key_path.write_text(development["apiKey"] + "\n")
     key = dev_key_path.read_text().strip() if dev_key_path.exists() else None
     base = f"http://{settings.host}:{settings.port}"
     print("")

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from herald.kit.files import create_private_file, make_private_dir
+
 logger = logging.getLogger("herald.config")
 
 SECRET_KEY_FILE = "secret.key"
@@ -75,10 +77,12 @@ def _load_or_create_secret_key(data_dir: Path) -> str:
     path = data_dir / SECRET_KEY_FILE
     if path.exists():
         return path.read_text().strip()
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(data_dir)
+    if not create_private_file(path):
+        # Another process made it since we looked.
+        return path.read_text().strip()
     key = secrets.token_urlsafe(32)
     path.write_text(key + "\n")
-    path.chmod(0o600)
     logger.warning(
         "HERALD_SECRET_KEY is not set: generated a new key into %s. Back it up or set "
         "HERALD_SECRET_KEY; integration secrets cannot be read without it.",

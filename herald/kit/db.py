@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, aliased
 from sqlalchemy.util.concurrency import await_
 
 import herald.kit.sqlite_inline  # noqa: F401  (registers the sqlite+heraldinline driver)
+from herald.kit.files import create_private_file, make_private_dir
 
 # SQLite calls run on the event loop's thread, so a wait for another process's
 # write lock must not happen inside SQLite (it would hold the loop): its own
@@ -130,8 +131,11 @@ def create_engine(url: str, *, pool_size: int = 10, index_reads: bool = False, *
     kwargs.setdefault("json_deserializer", loads_json)
     if target.startswith("sqlite"):
         path = make_url(target).database
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if path and path != ":memory:" and not path.startswith("file:"):
+            # Created here, readable by its owner only, before SQLite opens it
+            # (its -wal and -shm files take the database file's mode).
+            make_private_dir(Path(path).parent)
+            create_private_file(Path(path))
         # One connection: SQLite has one writer at a time anyway, and waiting
         # for the pool is an asyncio wait, where waiting on SQLite's lock would
         # be a busy handler sleeping (in steps of milliseconds).

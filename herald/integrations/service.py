@@ -3,6 +3,21 @@
 Primary and priority follow Novu: the primary of a channel is the one that
 delivers email and sms; priorities order the active integrations of a channel
 (the primary highest). Herald lets every channel have a primary.
+
+What an integration may be (422 with the field named, otherwise):
+
+- its ``providerId`` is one Herald sends with (``providers/registry.py``, the
+  current brand names included) and ``channel`` is that provider's channel;
+  ``novu`` is the in_app provider (Herald's inbox needs no credentials). An
+  unknown provider is refused with the list of the channel's providers. This
+  holds for every create; an update is checked against it when it leaves the
+  integration active (an inactive one, made before this rule, can still be
+  renamed, deactivated or deleted);
+- an integration that is active (created active, updated to active, or made
+  primary, which makes it active) has every credential its provider cannot
+  send without (``required_credentials`` on the provider class). An inactive
+  one may be incomplete: it is a draft that sends nothing, filled in before it
+  is switched on. Blank values count as missing.
 """
 
 from __future__ import annotations
@@ -16,16 +31,66 @@ from herald.integrations.schemas import CreateIntegrationRequest, UpdateIntegrat
 from herald.integrations.schemas import Integration as IntegrationSchema
 from herald.kit.auth import Principal
 from herald.kit.crypto import SecretBox, SecretKeyMismatch
-from herald.kit.errors import BadRequestError, ConflictError, MisconfiguredError, NotFoundError
+from herald.kit.errors import BadRequestError, ConflictError, MisconfiguredError, NotFoundError, ValidationFailed
 from herald.kit.ids import short_id
 from herald.kit.schemas import compact
 from herald.kit.text import slugify
 from herald.kit.time import isoformat, utcnow
 from herald.models import Integration
+from herald.providers.registry import ALIASES, PROVIDERS, provider_class
+
+# Novu's provider id of its own inbox (InAppProviderIdEnum.Novu).
+IN_APP_PROVIDER_ID = "novu"
 
 # Channels where a new active integration takes part in primary selection on
 # creation (Novu's CHANNELS_WITH_PRIMARY).
 AUTO_PRIMARY_CHANNELS = frozenset({"email", "sms"})
+
+
+def supported_provider_ids(channel: str) -> list[str]:
+    """The providerIds Herald sends with on ``channel``: Novu's ids, and the current brand names that stand for them."""
+    if channel == "in_app":
+        return [IN_APP_PROVIDER_ID]
+    ids = [provider_id for provider_id, cls in PROVIDERS.items() if cls.channel == channel]
+    ids += [alias for alias, provider_id in ALIASES.items() if provider_id in ids]
+    return sorted(ids)
+
+
+def check_provider(provider_id: str, channel: str) -> None:
+    """Refuse a providerId Herald has no provider for, or one of another channel (see the module docstring)."""
+    if channel == "in_app" and provider_id == IN_APP_PROVIDER_ID:
+        return
+    cls = provider_class(provider_id)
+    if cls is None or channel == "in_app":
+        raise ValidationFailed.field(
+            "providerId",
+            f"Unknown provider {provider_id} for channel {channel}; "
+            f"supported: {', '.join(supported_provider_ids(channel))}",
+            provider_id,
+        )
+    if cls.channel != channel:
+        raise ValidationFailed.field(
+            "channel",
+            f"Provider {provider_id} sends {cls.channel}, not {channel}: use channel {cls.channel}",
+            channel,
+        )
+
+
+def check_credentials(provider_id: str, channel: str, credentials: dict | None) -> None:
+    """Refuse an active integration without a credential its provider cannot send without."""
+    cls = provider_class(provider_id) if channel != "in_app" else None
+    if cls is None:
+        return
+    given = credentials or {}
+    for name in cls.required_credentials:
+        value = given.get(name)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            raise ValidationFailed.field(
+                f"credentials.{name}",
+                f"{provider_id} cannot send without credentials.{name}; it is required to make the integration "
+                f"active (required: {', '.join(cls.required_credentials)}). Save it inactive to fill it in later.",
+                value,
+            )
 
 
 def display_name(provider_id: str) -> str:
@@ -105,6 +170,10 @@ async def _require(repository: IntegrationRepository, principal: Principal, inte
 async def create_integration(
     session: AsyncSession, principal: Principal, box: SecretBox, request: CreateIntegrationRequest
 ) -> Integration:
+    check_provider(request.providerId, request.channel)
+    credentials = _dump(request.credentials)
+    if request.active:
+        check_credentials(request.providerId, request.channel, credentials)
     repository = IntegrationRepository(session)
     name = request.name or display_name(request.providerId)
     if request.identifier is not None:
@@ -120,7 +189,7 @@ async def create_integration(
         channel=request.channel,
         name=name,
         identifier=identifier,
-        credentials=box.seal_credentials(_dump(request.credentials)),
+        credentials=box.seal_credentials(credentials),
         configurations=_dump(request.configurations),
         conditions=[_dump(item) for item in request.conditions or []],
         active=request.active,
@@ -170,6 +239,11 @@ async def update_integration(
     given = request.model_fields_set - {"check"}
     if not given:
         raise BadRequestError("No properties found for update")
+    if request.active if request.active is not None else integration.active:
+        check_provider(integration.provider_id, integration.channel)
+        # A secret sent as its mask is there: what is stored is kept (SecretBox.seal_credentials).
+        effective = _dump(request.credentials) if "credentials" in given else integration.credentials
+        check_credentials(integration.provider_id, integration.channel, effective)
     if request.identifier is not None and request.identifier != integration.identifier:
         if await repository.identifier_taken(principal.environment_id, request.identifier, excluding_id=integration.id):
             raise ConflictError("Integration with identifier already exists")
@@ -234,6 +308,10 @@ async def set_primary(session: AsyncSession, principal: Principal, integration_i
     await session.refresh(integration)  # as the call we waited for left it
     if integration.deleted:
         raise NotFoundError(f"Integration with id {integration_id} not found")
+    if not integration.active:
+        # Becoming primary makes it active: it must be able to send.
+        check_provider(integration.provider_id, integration.channel)
+        check_credentials(integration.provider_id, integration.channel, integration.credentials)
     await repository.demote_primaries(integration.environment_id, integration.channel, except_id=integration.id)
     integration.active = True
     integration.primary = True

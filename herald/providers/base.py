@@ -95,6 +95,9 @@ class Provider(ABC, Generic[MessageT]):
     provider_id: ClassVar[str]
     channel: ClassVar[str]
     display_name: ClassVar[str]
+    # The credentials it cannot send without (what ``send`` takes with ``require``):
+    # an active integration of the provider must have them (herald.integrations.service).
+    required_credentials: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, credentials: Mapping[str, Any], http: httpx.AsyncClient) -> None:
         self.credentials: dict[str, Any] = dict(credentials)

@@ -348,3 +348,57 @@ async def test_webhook_url_is_a_secret_of_the_integration(api: httpx.AsyncClient
         row = (await session.execute(select(Integration).where(Integration.id == created["_id"]))).scalar_one()
     assert row.credentials["webhookUrl"].startswith("hsk1.")
     assert app.state.secret_box.open(row.credentials["webhookUrl"]) == SLACK_HOOK
+
+
+@pytest.mark.parametrize("active", [False, True])
+async def test_unknown_provider_is_refused_with_the_channels_providers(api: httpx.AsyncClient, active: bool) -> None:
+    response = await api.post(
+        "/v1/integrations", json={"providerId": "sendgird", "channel": "email", "active": active, "credentials": {"apiKey": "k"}}
+    )
+    body = assert_error(response, 422, "Validation Error")
+    [message] = body["errors"]["providerId"]["messages"]
+    assert body["errors"]["providerId"]["value"] == "sendgird"
+    assert message.startswith("Unknown provider sendgird for channel email; supported: ")
+    supported = message.split("supported: ")[1].split(", ")
+    assert {"sendgrid", "nodemailer", "mailgun", "ses", "sendinblue", "brevo"} <= set(supported)
+    assert "twilio" not in supported
+
+
+async def test_provider_of_another_channel_is_refused(api: httpx.AsyncClient) -> None:
+    response = await api.post("/v1/integrations", json={"providerId": "twilio", "channel": "email"})
+    body = assert_error(response, 422, "Validation Error")
+    assert body["errors"]["channel"] == {"messages": ["Provider twilio sends sms, not email: use channel sms"], "value": "email"}
+
+
+async def test_in_app_takes_novus_in_app_provider_without_credentials(api: httpx.AsyncClient) -> None:
+    inbox = await create_integration(api, providerId="novu", channel="in_app", active=True, credentials={})
+    assert (inbox["providerId"], inbox["channel"], inbox["active"]) == ("novu", "in_app", True)
+    body = assert_error(await api.post("/v1/integrations", json={"providerId": "sendgrid", "channel": "in_app"}), 422)
+    assert body["errors"]["providerId"]["messages"] == ["Unknown provider sendgrid for channel in_app; supported: novu"]
+
+
+async def test_brand_names_are_accepted_for_their_novu_ids(api: httpx.AsyncClient) -> None:
+    brevo = await create_integration(api, providerId="brevo", active=True, credentials={"apiKey": "xkeysib-1"})
+    assert brevo["providerId"] == "brevo"
+
+
+async def test_an_active_integration_needs_its_providers_credentials(api: httpx.AsyncClient) -> None:
+    """Refused while active (create, update, set-primary); an inactive draft may be incomplete."""
+    incomplete = {"providerId": "mailgun", "channel": "email", "credentials": {"apiKey": "key-1", "domain": "  "}}
+    body = assert_error(await api.post("/v1/integrations", json={**incomplete, "active": True}), 422, "Validation Error")
+    assert list(body["errors"]) == ["credentials.domain"]
+    [message] = body["errors"]["credentials.domain"]["messages"]
+    assert "mailgun cannot send without credentials.domain" in message and "required: apiKey, domain" in message
+
+    draft = await create_integration(api, **incomplete)
+    assert draft["active"] is False
+    path = f"/v1/integrations/{draft['_id']}"
+    assert "credentials.domain" in assert_error(await api.put(path, json={"active": True}), 422)["errors"]
+    assert "credentials.domain" in assert_error(await api.post(f"{path}/set-primary"), 422)["errors"]
+    # Dropping a required secret from an active integration is refused too; the mask of one keeps it.
+    fixed = await api.put(path, json={"active": True, "credentials": {**draft["credentials"], "domain": "mg.example.com"}})
+    assert fixed.status_code == 200, fixed.text
+    assert fixed.json()["data"]["active"] is True
+    dropped = await api.put(path, json={"credentials": {"domain": "mg.example.com"}})
+    assert "credentials.apiKey" in assert_error(dropped, 422)["errors"]
+    assert (await api.put(path, json={"active": False, "credentials": {"domain": "mg.example.com"}})).status_code == 200

@@ -138,3 +138,22 @@ async def test_unreachable_host_is_transient(
         await build(case, http).send(case.message)
 
     assert raised.value.transient is True
+
+
+@pytest.mark.parametrize("provider_id", PROVIDER_IDS)
+async def test_required_credentials_are_those_send_cannot_do_without(
+    provider_id: str, peer: HttpPeer, keys: Keys, http: httpx.AsyncClient
+) -> None:
+    """``required_credentials`` (what creating an active integration checks) says what ``send`` requires: each one
+    left out fails before any request, and a working set-up has them all."""
+    case = CASES[provider_id](peer, keys)
+    cls = provider_class(provider_id)
+    assert cls is not None
+    assert set(cls.required_credentials) <= {name for name, value in case.credentials.items() if value}
+    for name in cls.required_credentials:
+        peer.reset()
+        with pytest.raises(ProviderError) as raised:
+            await build(case, http, **{name: ""}).send(case.message)
+        assert f"credential {name} is missing" in raised.value.message
+        assert raised.value.transient is False
+        assert peer.requests == []

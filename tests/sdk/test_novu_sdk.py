@@ -39,7 +39,12 @@ async def test_sdk_round_trip(server_url: str, api: httpx.AsyncClient, app: Fast
             }
         ).result
         second = novu.integrations.create(
-            create_integration_request_dto={"provider_id": "mailgun", "channel": "email", "active": True}
+            create_integration_request_dto={
+                "provider_id": "mailgun",
+                "channel": "email",
+                "active": True,
+                "credentials": {"api_key": "key-test", "domain": "mg.example.com"},
+            }
         ).result
         primary = novu.integrations.set_as_primary(integration_id=second.id).result
         active = novu.integrations.list_active().result

@@ -16,6 +16,7 @@ class BrevoProvider(EmailProvider):
 
     provider_id: ClassVar[str] = "sendinblue"
     display_name: ClassVar[str] = "Brevo"
+    required_credentials: ClassVar[tuple[str, ...]] = ("apiKey",)
 
     async def send(self, message: EmailMessage) -> SendResult:
         api_key = self.require("apiKey")

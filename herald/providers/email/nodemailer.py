@@ -22,6 +22,7 @@ class SmtpProvider(EmailProvider):
 
     provider_id: ClassVar[str] = "nodemailer"
     display_name: ClassVar[str] = "Custom SMTP"
+    required_credentials: ClassVar[tuple[str, ...]] = ("host",)
 
     async def send(self, message: EmailMessage) -> SendResult:
         from_address, sender_name = self.sender(message)

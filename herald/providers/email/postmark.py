@@ -17,6 +17,7 @@ class PostmarkProvider(EmailProvider):
 
     provider_id: ClassVar[str] = "postmark"
     display_name: ClassVar[str] = "Postmark"
+    required_credentials: ClassVar[tuple[str, ...]] = ("apiKey",)
 
     async def send(self, message: EmailMessage) -> SendResult:
         token = self.require("apiKey")

@@ -17,6 +17,7 @@ class ResendProvider(EmailProvider):
 
     provider_id: ClassVar[str] = "resend"
     display_name: ClassVar[str] = "Resend"
+    required_credentials: ClassVar[tuple[str, ...]] = ("apiKey",)
 
     async def send(self, message: EmailMessage) -> SendResult:
         api_key = self.require("apiKey")

@@ -17,6 +17,7 @@ class SendGridProvider(EmailProvider):
 
     provider_id: ClassVar[str] = "sendgrid"
     display_name: ClassVar[str] = "SendGrid"
+    required_credentials: ClassVar[tuple[str, ...]] = ("apiKey",)
 
     async def send(self, message: EmailMessage) -> SendResult:
         api_key = self.require("apiKey")

@@ -45,6 +45,7 @@ class FcmProvider(PushProvider):
 
     provider_id: ClassVar[str] = "fcm"
     display_name: ClassVar[str] = "Firebase Cloud Messaging"
+    required_credentials: ClassVar[tuple[str, ...]] = ("serviceAccount",)
 
     async def send(self, message: PushMessage) -> SendResult:
         tokens = self.check_tokens(message)

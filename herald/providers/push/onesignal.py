@@ -20,6 +20,7 @@ class OneSignalProvider(PushProvider):
 
     provider_id: ClassVar[str] = "one-signal"
     display_name: ClassVar[str] = "OneSignal"
+    required_credentials: ClassVar[tuple[str, ...]] = ("applicationId", "apiKey")
 
     async def send(self, message: PushMessage) -> SendResult:
         tokens = self.check_tokens(message)

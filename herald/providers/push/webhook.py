@@ -25,6 +25,7 @@ class PushWebhookProvider(PushProvider):
 
     provider_id: ClassVar[str] = "push-webhook"
     display_name: ClassVar[str] = "Push Webhook"
+    required_credentials: ClassVar[tuple[str, ...]] = ("webhookUrl",)
 
     async def send(self, message: PushMessage) -> SendResult:
         tokens = self.check_tokens(message)

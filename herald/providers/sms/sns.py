@@ -21,6 +21,7 @@ class SnsProvider(SmsProvider):
 
     provider_id: ClassVar[str] = "sns"
     display_name: ClassVar[str] = "Amazon SNS"
+    required_credentials: ClassVar[tuple[str, ...]] = ("apiKey", "secretKey", "region")
 
     async def send(self, message: SmsMessage) -> SendResult:
         access_key = self.require("apiKey")

@@ -15,6 +15,7 @@ class TwilioProvider(SmsProvider):
 
     provider_id: ClassVar[str] = "twilio"
     display_name: ClassVar[str] = "Twilio"
+    required_credentials: ClassVar[tuple[str, ...]] = ("accountSid", "token")
 
     async def send(self, message: SmsMessage) -> SendResult:
         account_sid = self.require("accountSid")

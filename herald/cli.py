@@ -55,9 +55,18 @@ async def _with_session(settings: Settings, work: Any) -> Any:
 
 
 def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
+    from herald.kit.crypto import SecretBox
     from herald.migrations import upgrade
+    from herald.migrations.sealing import seal_plaintext_secrets
 
     upgrade(settings.database_url)
+    sealed = asyncio.run(seal_plaintext_secrets(settings.database_url, SecretBox(settings.secret_key)))
+    if sealed.integrations or sealed.subscribers:
+        print(
+            f"Sealed secrets stored in the clear: {sealed.integrations} integrations, "
+            f"{sealed.subscribers} subscribers",
+            file=sys.stderr,
+        )
     print(f"Database is up to date ({settings.database_url.split('@')[-1]})", file=sys.stderr)
     return 0
 

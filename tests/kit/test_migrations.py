@@ -124,3 +124,49 @@ async def test_a_database_url_with_percent_encoding_migrates(empty_database: sto
     assert revision == head_revision()
     if empty_database.kind == "sqlite":
         assert (tmp_path / "with space" / "herald.db").exists()
+
+
+async def test_herald_migrate_seals_webhook_urls_stored_in_the_clear(empty_database: stores.TestDatabase) -> None:
+    """webhookUrl became a secret after rows held it in the clear: the pass after the schema seals them, once."""
+    from herald.kit.crypto import SecretBox
+    from herald.migrations.sealing import seal_plaintext_secrets
+    from herald.models import Subscriber
+
+    box = SecretBox("migration-test-key")
+    hook = "https://hooks.slack.com/services/T000/B000/plaintextSecret"
+    await upgrade_async(empty_database.url)
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    already = box.seal("SG.sealed-before")
+    engine = create_engine(empty_database.url, pool_size=1)
+    try:
+        await _insert(engine, {**_integration("chat", "chat", 1), "credentials": {"webhookUrl": hook, "apiKey": already, "channelId": "C1"}})
+        subscriber = {"environment_id": "env", "organization_id": "org", "created_at": at, "updated_at": at, "version": 3}
+        channel = {"providerId": "slack", "_integrationId": "chat", "credentials": {"webhookUrl": hook, "channel": "#ops"}}
+        async with engine.begin() as connection:
+            await connection.execute(
+                insert(Subscriber.__table__),
+                [
+                    {**subscriber, "id": "s-hook", "subscriber_id": "with-hook", "channels": [channel]},
+                    {**subscriber, "id": "s-tokens", "subscriber_id": "tokens", "channels": [{"providerId": "fcm", "credentials": {"deviceTokens": ["t"]}}]},
+                    {**subscriber, "id": "s-none", "subscriber_id": "none", "channels": []},
+                ],
+            )
+
+        first = await seal_plaintext_secrets(empty_database.url, box)
+        again = await seal_plaintext_secrets(empty_database.url, box)
+
+        assert (first.integrations, first.subscribers) == (1, 1)
+        assert (again.integrations, again.subscribers) == (0, 0)
+        async with engine.connect() as connection:
+            credentials = (await connection.execute(select(Integration.credentials))).scalar_one()
+            channels = dict((await connection.execute(select(Subscriber.id, Subscriber.channels))).all())
+            versions = set((await connection.execute(select(Subscriber.version))).scalars())
+        assert credentials["webhookUrl"].startswith("hsk1.") and box.open(credentials["webhookUrl"]) == hook
+        assert (credentials["apiKey"], credentials["channelId"]) == (already, "C1")
+        [entry] = channels["s-hook"]
+        assert entry["credentials"]["webhookUrl"].startswith("hsk1.") and box.open(entry["credentials"]["webhookUrl"]) == hook
+        assert entry["credentials"]["channel"] == "#ops" and entry["providerId"] == "slack"
+        assert channels["s-tokens"] == [{"providerId": "fcm", "credentials": {"deviceTokens": ["t"]}}]
+        assert versions == {3}
+    finally:
+        await engine.dispose()

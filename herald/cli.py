@@ -6,7 +6,8 @@ run (``apiKey`` is null once the key exists: only its hash is stored);
 ``serve`` takes ``--host``, ``--port`` and ``--no-worker``.
 
 A command that fails for a reason the operator can fix (an unknown
-environment, no organization yet) prints the reason on stderr and exits 1.
+environment, no organization yet, a database that is not there or not
+migrated) prints the reason on stderr as one line and exits 1.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from herald.config import Settings, SettingsError, load_settings
+from herald.kit.database_url import StoreUnreachable, checked_url, without_password
 from herald.kit.db import create_engine, create_sessionmaker
 from herald.kit.errors import HeraldError
 from herald.kit.files import create_private_file, make_private_dir
@@ -28,6 +30,8 @@ from herald.kit.heap import settle_heap
 from herald.kit.logs import quiet_http_client_logs
 
 DEV_KEY_FILE = "development-api-key"
+# Stands in for the secret key while the settings are only checked (main): never used to encrypt.
+UNREAD_SECRET_KEY = "(not read)"
 NEW_KEY_HINT = (
     "{names}: the API key was made by an earlier bootstrap and only its hash is stored, so it cannot be shown; "
     "`herald keys create --environment NAME` makes a new one"
@@ -54,11 +58,32 @@ async def _with_session(settings: Settings, work: Any) -> Any:
         await engine.dispose()
 
 
+class SchemaNotReady(Exception):
+    """The database has no schema, or not the one this code needs."""
+
+
+def require_schema(database_url: str) -> None:
+    """Refuse to go on unless the database's schema is the one this code needs.
+
+    Creates nothing to find out (herald.migrations.current_revision): a command
+    refused here leaves no database file behind.
+    """
+    from herald.migrations import current_revision, schema_mismatch
+
+    mismatch = schema_mismatch(asyncio.run(current_revision(database_url)))
+    if mismatch is not None:
+        raise SchemaNotReady(f"the database at {without_password(database_url)} {mismatch}")
+
+
 def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
     from herald.kit.crypto import SecretBox
-    from herald.migrations import upgrade
+    from herald.migrations import RUN_MIGRATE, current_revision, schema_mismatch, upgrade
     from herald.migrations.sealing import seal_plaintext_secrets
 
+    # Reached and at a revision this code knows, before Alembic is let at it.
+    mismatch = schema_mismatch(asyncio.run(current_revision(settings.database_url)))
+    if mismatch is not None and RUN_MIGRATE not in mismatch:
+        raise SchemaNotReady(f"the database at {without_password(settings.database_url)} {mismatch}")
     upgrade(settings.database_url)
     sealed = asyncio.run(seal_plaintext_secrets(settings.database_url, SecretBox(settings.secret_key)))
     if sealed.integrations or sealed.subscribers:
@@ -228,12 +253,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None, help="default: HERALD_HOST, else 127.0.0.1")
     serve.add_argument("--port", type=int, default=None, help="default: HERALD_PORT, else 3000")
     serve.add_argument("--no-worker", action="store_true", help="do not run the worker in this process")
-    serve.set_defaults(handler=cmd_serve)
+    serve.set_defaults(handler=cmd_serve, needs_schema=True)
 
     worker = commands.add_parser("worker", help="run job workers without the API")
     worker.add_argument("--concurrency", type=int, default=0, help="jobs run at once (default 8)")
     worker.add_argument("--nice", type=int, default=None, help="lower this process's CPU priority by N (default HERALD_WORKER_NICE, 10; 0 keeps it, and the worker then does not give way to busy API processes either)")
-    worker.set_defaults(handler=cmd_worker)
+    worker.set_defaults(handler=cmd_worker, needs_schema=True)
 
     dev_smtp = commands.add_parser("dev-smtp", help="run a local SMTP server that prints the emails it receives")
     dev_smtp.add_argument("--host", default="127.0.0.1")
@@ -247,16 +272,16 @@ def build_parser() -> argparse.ArgumentParser:
     boot = commands.add_parser("bootstrap", help="create the organization, its environments and API keys")
     boot.add_argument("--json", action="store_true", help="print the result as JSON")
     boot.add_argument("--announce", action="store_true", help=argparse.SUPPRESS)
-    boot.set_defaults(handler=cmd_bootstrap)
+    boot.set_defaults(handler=cmd_bootstrap, needs_schema=True)
 
     keys = commands.add_parser("keys", help="manage API keys")
     key_commands = keys.add_subparsers(dest="keys_command", required=True)
     create = key_commands.add_parser("create", help="create an API key for an environment")
     create.add_argument("--environment", required=True, help="environment name, e.g. Development")
-    create.set_defaults(handler=cmd_keys_create)
+    create.set_defaults(handler=cmd_keys_create, needs_schema=True)
     revoke = key_commands.add_parser("revoke", help="revoke an API key")
     revoke.add_argument("key")
-    revoke.set_defaults(handler=cmd_keys_revoke)
+    revoke.set_defaults(handler=cmd_keys_revoke, needs_schema=True)
     return parser
 
 
@@ -265,12 +290,21 @@ def main(argv: list[str] | None = None) -> int:
     # Logging first: loading settings may warn (a secret key generated into the data folder).
     _configure_logging(os.environ.get("HERALD_LOG_LEVEL", "INFO"))
     try:
-        settings = load_settings() if getattr(args, "needs_settings", True) else None
+        settings = None
+        if getattr(args, "needs_settings", True):
+            # Read and checked before anything is created: loading the settings
+            # generates the secret key into the data folder when there is none,
+            # and a command refused for want of a schema leaves nothing behind.
+            database_url = load_settings(secret_key=UNREAD_SECRET_KEY).database_url
+            checked_url(database_url)
+            if getattr(args, "needs_schema", False):
+                require_schema(database_url)
+            settings = load_settings()
         return int(args.handler(settings, args) or 0)
     except HeraldError as exc:
         print(f"herald {args.command}: {exc.message}", file=sys.stderr)
         return 1
-    except SettingsError as exc:
+    except (SettingsError, StoreUnreachable, SchemaNotReady) as exc:
         print(f"herald {args.command}: {exc}", file=sys.stderr)
         return 1
 

@@ -178,6 +178,7 @@ def test_herald_worker_gives_way_to_busy_api_processes_unless_told_not_to_defer(
     """``--nice 0`` (HERALD_WORKER_NICE=0) keeps the worker's priority and its pace under API bursts."""
     from herald import cli
     from herald.engine.worker import Worker
+    from herald.migrations import upgrade
 
     seen: dict[str, object] = {}
 
@@ -188,6 +189,7 @@ def test_herald_worker_gives_way_to_busy_api_processes_unless_told_not_to_defer(
 
     monkeypatch.setenv("HERALD_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("HERALD_DATABASE_URL", raising=False)
+    upgrade(f"sqlite:///{tmp_path / 'herald.db'}")  # the worker refuses a database with no schema
     monkeypatch.setattr(Worker, "run_forever", run_forever)
     monkeypatch.setattr(cli.os, "nice", lambda increment: increment)  # the test process keeps its priority
     monkeypatch.setattr(cli, "settle_heap", lambda: None)  # and its collector

@@ -166,6 +166,8 @@ def create_app(settings: Settings | None = None) -> HeraldApp:
     )
     app.state.settings = settings
     app.state.engine = engine
+    # Set by the health check once it finds the schema at the code's revision (health/routes.py).
+    app.state.schema_at_head = False
     app.state.sessionmaker = sessionmaker
     # Rung by every commit of app.state.sessionmaker that wrote jobs (queue.ring_on_commit).
     app.state.job_signal = job_signal

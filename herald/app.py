@@ -20,6 +20,7 @@ from herald.kit.asgi import CountRequestsMiddleware, DirectRoutes, LastResortMid
 from herald.kit.auth import ApiKeyResolver
 from herald.kit.crypto import SecretBox
 from herald.kit.db import create_engine, create_sessionmaker
+from herald.kit.docs import install_docs
 from herald.kit.errors import install_error_handlers
 from herald.kit.groupcommit import GroupCommit
 from herald.kit.idempotency import IdempotencyMiddleware
@@ -163,6 +164,9 @@ def create_app(settings: Settings | None = None) -> HeraldApp:
         description=DESCRIPTION,
         default_response_class=JSONResponse,
         lifespan=lifespan,
+        # Served by install_docs below, without a CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.engine = engine
@@ -186,6 +190,8 @@ def create_app(settings: Settings | None = None) -> HeraldApp:
     routers = _routers()
     for router in routers:
         app.include_router(router)
+    # After the API's routes, which are matched first.
+    install_docs(app)
 
     # Each add wraps the ones before: the last resort runs outermost, the size
     # limit before anything reads the body.

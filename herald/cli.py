@@ -120,6 +120,23 @@ def cmd_bootstrap(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def reachable_base_url(host: str, port: int) -> str:
+    """Where a client on this machine reaches a server that listens on ``host``.
+
+    A wildcard address (``0.0.0.0``, ``::``) is where to listen, not where to
+    connect: browsers and clients on some systems refuse it, so it is shown as
+    the loopback address of its family.
+    """
+    host = host.strip("[]")
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
 def _announce(settings: Settings, created: bool, environments: list[dict[str, Any]], dev_key_path: Path) -> None:
     """What ``make run`` shows: the Development key (kept in the data folder) and the docs."""
     development = next(item for item in environments if item["name"] == "Development")
@@ -129,7 +146,7 @@ def _announce(settings: Settings, created: bool, environments: list[dict[str, An
         dev_key_path.chmod(0o600)
         dev_key_path.write_text(development["apiKey"] + "\n")
     key = dev_key_path.read_text().strip() if dev_key_path.exists() else None
-    base = f"http://{settings.host}:{settings.port}"
+    base = reachable_base_url(settings.host, settings.port)
     print("")
     print("  Herald is starting")
     print(f"  API:       {base}/v1")
@@ -169,6 +186,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         host=args.host or settings.host, port=args.port or settings.port, run_worker=not args.no_worker
     )
     app = create_app(settings)
+    base = reachable_base_url(settings.host, settings.port)
+    logging.getLogger("herald").info("API on %s/v1, docs on %s/docs", base, base)
     settle_heap()
     uvicorn.run(
         app,

@@ -11,12 +11,13 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy.engine import make_url
 
 from herald.migrations import _scripts, head_revision, upgrade_async
 from tests.fixtures import stores
-from tests.fixtures.processes import HERALD_COMMAND, REPO_ROOT, HeraldProcesses
+from tests.fixtures.processes import HERALD_COMMAND, REPO_ROOT, HeraldProcesses, wait_until
 from tests.fixtures.server import free_port
 
 # serve and worker would otherwise run on; the test fails when they do not exit soon.
@@ -156,3 +157,36 @@ def test_migrate_refuses_a_database_a_newer_herald_migrated(tmp_path: Path) -> N
         f"herald migrate: the database at sqlite:///{database} is at revision 9999, which this version of Herald "
         "does not know (a newer one migrated it): run a Herald that has revision 9999"
     )
+
+
+async def test_the_addresses_announced_for_a_server_on_every_interface_answer(tmp_path: Path) -> None:
+    """``HERALD_HOST=0.0.0.0 make run``: the banner and ``serve`` show the loopback address, which answers."""
+    port = free_port()
+    herald = HeraldProcesses(
+        database_url=f"sqlite:///{tmp_path / 'herald.db'}",
+        data_dir=tmp_path / "data",
+        log_dir=tmp_path / "logs",
+        env={"HERALD_HOST": "0.0.0.0", "HERALD_PORT": str(port)},
+    )
+    herald.migrate()
+    announced = herald.run("bootstrap", "--announce")
+    base = f"http://127.0.0.1:{port}"
+    assert f"  API:       {base}/v1\n" in announced
+    assert f"  Docs:      {base}/docs\n" in announced
+    server = herald.spawn("serve", "serve", "--no-worker")
+    try:
+        async with httpx.AsyncClient(timeout=2) as client:
+
+            async def docs() -> httpx.Response | None:
+                assert server.alive(), server.describe()
+                try:
+                    return await client.get(f"{base}/docs")
+                except httpx.TransportError:
+                    return None
+
+            response = await wait_until(docs, timeout=30, what="the announced docs address", describe=server.describe)
+            assert response.status_code == 200
+            assert (await client.get(f"{base}/v1/health-check")).status_code == 200
+        assert f"API on {base}/v1, docs on {base}/docs" in server.log()
+    finally:
+        herald.stop_all()

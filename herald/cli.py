@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from herald.config import Settings, SettingsError, load_settings
-from herald.kit.database_url import StoreUnreachable, checked_url, without_password
+from herald.kit.database_url import StoreUnreachable, checked_url, explain_connect_failure, without_password
 from herald.kit.db import create_engine, create_sessionmaker
 from herald.kit.errors import HeraldError
 from herald.kit.files import create_private_file, make_private_dir
@@ -84,7 +84,13 @@ def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
     mismatch = schema_mismatch(asyncio.run(current_revision(settings.database_url)))
     if mismatch is not None and RUN_MIGRATE not in mismatch:
         raise SchemaNotReady(f"the database at {without_password(settings.database_url)} {mismatch}")
-    upgrade(settings.database_url)
+    try:
+        upgrade(settings.database_url)
+    except Exception as exc:
+        reason = explain_connect_failure(settings.database_url, exc)
+        if reason is None:
+            raise
+        raise StoreUnreachable(reason) from None
     sealed = asyncio.run(seal_plaintext_secrets(settings.database_url, SecretBox(settings.secret_key)))
     if sealed.integrations or sealed.subscribers:
         print(

@@ -190,3 +190,13 @@ async def test_the_addresses_announced_for_a_server_on_every_interface_answer(tm
         assert f"API on {base}/v1, docs on {base}/docs" in server.log()
     finally:
         herald.stop_all()
+
+
+def test_migrate_names_a_sqlite_path_it_cannot_open(tmp_path: Path) -> None:
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    done = _herald(f"sqlite:///{folder}", tmp_path).run_command("migrate")
+    assert _one_line(done) == (
+        f"herald migrate: cannot open the SQLite database {folder}: unable to open database file; "
+        "check the path in HERALD_DATABASE_URL"
+    )

@@ -44,7 +44,7 @@ def checked_url(url: str) -> URL:
 def without_password(url: str) -> str:
     """The URL as it may be shown: the password left out."""
     try:
-        return make_url(url).set(password=None).render_as_string(hide_password=False)
+        return make_url(url)._replace(password=None).render_as_string(hide_password=False)
     except ArgumentError:
         return url.split("@")[-1]
 

@@ -92,15 +92,21 @@ def test_a_refused_bootstrap_leaves_no_files_in_a_fresh_data_folder(tmp_path: Pa
     assert not data_dir.exists() or sorted(path.name for path in data_dir.iterdir()) == []
 
 
-def test_the_password_is_left_out_of_what_is_printed(tmp_path: Path) -> None:
-    port = free_port()
-    herald = _herald(f"postgresql://herald:s3cret-pass@127.0.0.1:{port}/herald", tmp_path)
-    line = _one_line(herald.run_command("bootstrap"))
-    assert "s3cret-pass" not in line
-    assert line == (
-        f"herald bootstrap: no PostgreSQL server answers at 127.0.0.1:{port} "
-        f"(Connect call failed ('127.0.0.1', {port})): start it or set HERALD_DATABASE_URL"
-    )
+async def test_the_password_is_left_out_of_what_is_printed(tmp_path: Path) -> None:
+    if not await stores.postgres_reachable():
+        pytest.skip("PostgreSQL is not reachable (set HERALD_TEST_POSTGRES_URL)")
+    database = await stores.create_postgres_database()
+    try:
+        url = make_url(database.url)
+        if url.password:
+            pytest.skip("the test server checks passwords")
+        # The test server trusts loopback connections: the password is sent and not checked.
+        with_password = url.set(password="s3cret-pass").render_as_string(hide_password=False)
+        line = _one_line(_herald(with_password, tmp_path).run_command("bootstrap"))
+        assert line == f"herald bootstrap: the database at {database.url} has no schema: run 'herald migrate'"
+        assert "s3cret-pass" not in line
+    finally:
+        await database.drop()
 
 
 async def test_migrate_names_a_postgresql_database_that_does_not_exist(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import uvicorn
 
 from herald import cli
 from herald.kit.heap import THRESHOLDS, settle_heap
+from herald.migrations import upgrade
 
 
 @pytest.fixture
@@ -68,6 +69,7 @@ def test_each_service_command_settles_the_heap_before_it_starts(
 
     monkeypatch.setenv("HERALD_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("HERALD_DATABASE_URL", raising=False)
+    upgrade(f"sqlite:///{tmp_path / 'herald.db'}")  # both commands refuse a database with no schema
     monkeypatch.setattr(cli, "run_event_loop", start)
     monkeypatch.setattr(uvicorn, "run", start)
     assert cli.main(argv) == 0

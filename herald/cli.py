@@ -77,13 +77,13 @@ def require_schema(database_url: str) -> None:
 
 def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
     from herald.kit.crypto import SecretBox
-    from herald.migrations import RUN_MIGRATE, current_revision, schema_mismatch, upgrade
+    from herald.migrations import current_revision, is_known_revision, schema_mismatch, upgrade
     from herald.migrations.sealing import seal_plaintext_secrets
 
-    # Reached and at a revision this code knows, before Alembic is let at it.
-    mismatch = schema_mismatch(asyncio.run(current_revision(settings.database_url)))
-    if mismatch is not None and RUN_MIGRATE not in mismatch:
-        raise SchemaNotReady(f"the database at {without_password(settings.database_url)} {mismatch}")
+    # Reached, and at a revision this code knows, before Alembic is let at it.
+    current = asyncio.run(current_revision(settings.database_url))
+    if current is not None and not is_known_revision(current):
+        raise SchemaNotReady(f"the database at {without_password(settings.database_url)} {schema_mismatch(current)}")
     try:
         upgrade(settings.database_url)
     except Exception as exc:

@@ -73,6 +73,14 @@ def read_revision(connection: Connection) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
+def is_known_revision(revision: str) -> bool:
+    """Whether ``revision`` is one of this code's (a newer Herald may have migrated the database further)."""
+    try:
+        return _scripts().get_revision(revision) is not None
+    except CommandError:
+        return False
+
+
 def schema_mismatch(current: str | None) -> str | None:
     """Why a database at ``current`` does not fit this code, as the end of a sentence
     ("The database ..."); None when it is at the head."""
@@ -81,11 +89,7 @@ def schema_mismatch(current: str | None) -> str | None:
         return None
     if current is None:
         return f"has no schema: {RUN_MIGRATE}"
-    try:
-        known = _scripts().get_revision(current) is not None
-    except CommandError:
-        known = False
-    if not known:
+    if not is_known_revision(current):
         return (
             f"is at revision {current}, which this version of Herald does not know (a newer one migrated it): "
             f"run a Herald that has revision {current}"

@@ -46,6 +46,7 @@ def _routers() -> list[APIRouter]:
     from herald.integrations.routes import router as integrations
     from herald.messages.routes import router as messages
     from herald.notifications.routes import router as notifications
+    from herald.preferences.routes import router as preferences
     from herald.subscribers.routes import router as subscribers
     from herald.tenants.routes import router as tenants
     from herald.topics.routes import router as topics
@@ -53,7 +54,7 @@ def _routers() -> list[APIRouter]:
 
     # Routes are matched in order, every route of every router before the right one
     # is tried: the trigger routes, the hot path, come first.
-    return [events, health, integrations, workflows, subscribers, topics, tenants, messages, notifications]
+    return [events, health, integrations, workflows, subscribers, preferences, topics, tenants, messages, notifications]
 
 
 class HeraldApp(FastAPI):

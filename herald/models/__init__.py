@@ -5,6 +5,7 @@ from herald.models.event import Event, ExecutionDetail, Job, Notification
 from herald.models.integration import Integration
 from herald.models.message import IdempotencyRecord, Message
 from herald.models.organization import ApiKey, Environment, NotificationGroup, Organization
+from herald.models.preference import SubscriberPreference
 from herald.models.subscriber import Subscriber, Tenant, Topic, TopicSubscriber
 from herald.models.workflow import Workflow
 
@@ -22,6 +23,7 @@ __all__ = [
     "NotificationGroup",
     "Organization",
     "Subscriber",
+    "SubscriberPreference",
     "Tenant",
     "Topic",
     "TopicSubscriber",

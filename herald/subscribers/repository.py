@@ -7,7 +7,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.kit.bulk import insert_rows
 from herald.kit.db import each_of
-from herald.models import Integration, Message, Subscriber, TopicSubscriber
+from herald.models import Integration, Message, Subscriber, SubscriberPreference, TopicSubscriber
 
 # Each column of the subscribers table with the attribute that maps it.
 _COLUMNS = tuple((prop.key, prop.columns[0].name) for prop in Subscriber.__mapper__.column_attrs)
@@ -111,7 +111,7 @@ class SubscriberRepository:
         return list(result.scalars())
 
     async def delete_with_memberships_and_messages(self, subscriber: Subscriber) -> None:
-        """Remove the subscriber, its topic memberships and its messages (in the caller's transaction)."""
+        """Remove the subscriber, its topic memberships, its messages and its preferences (in the caller's transaction)."""
         await self.session.execute(
             delete(TopicSubscriber).where(
                 TopicSubscriber.environment_id == subscriber.environment_id,
@@ -121,6 +121,12 @@ class SubscriberRepository:
         await self.session.execute(
             delete(Message).where(
                 Message.environment_id == subscriber.environment_id, Message.subscriber_id == subscriber.id
+            )
+        )
+        await self.session.execute(
+            delete(SubscriberPreference).where(
+                SubscriberPreference.environment_id == subscriber.environment_id,
+                SubscriberPreference.subscriber_id == subscriber.id,
             )
         )
         await self.session.delete(subscriber)

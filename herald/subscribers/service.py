@@ -265,7 +265,7 @@ async def update_subscriber(
 
 
 async def delete_subscriber(session: AsyncSession, principal: Principal, subscriber_id: str) -> None:
-    """Hard delete: the subscriber, its topic memberships and its messages go together."""
+    """Hard delete: the subscriber, its topic memberships, its messages and its preferences go together."""
     subscriber = await require_subscriber(session, principal, subscriber_id)
     await SubscriberRepository(session).delete_with_memberships_and_messages(subscriber)
 

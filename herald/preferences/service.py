@@ -1,0 +1,223 @@
+"""Subscriber preference use cases.
+
+Everything here is about one subscriber's row (``Subscriber``), scoped to that
+subscriber's environment: the API-key routes find the subscriber with
+:func:`subscriber_for` (404 when another environment's), and an inbox session,
+which knows its subscriber already, calls the same functions with it.
+
+Levels, as in Novu: the **global** preference (enabled, the channels the
+subscriber turned on or off, a delivery schedule) and one per **workflow**
+(enabled, channels). What is answered for a workflow is its channels merged as
+the engine merges them (herald/engine/preferences.py): the workflow's
+``preferenceSettings``, then the subscriber's own, with where each value came
+from (``overrides``). Critical workflows are always delivered; their
+preferences may be read and set, and change nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.engine.preferences import CHANNELS, Preference, global_channels, workflow_channels
+from herald.kit.auth import Principal
+from herald.kit.errors import NotFoundError, ValidationFailed
+from herald.kit.time import utcnow
+from herald.models import Subscriber, SubscriberPreference, Workflow
+from herald.preferences.repository import PreferenceRepository
+from herald.subscribers.service import require_subscriber
+
+# What a schedule is cleared with (v2 sends no null; absent means unchanged).
+UNCHANGED: Any = object()
+
+
+@dataclass(frozen=True)
+class GlobalPreferenceView:
+    enabled: bool
+    # Every channel, on unless the subscriber turned it off.
+    channels: dict[str, bool]
+    schedule: dict[str, Any] | None
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class WorkflowPreferenceView:
+    workflow: Workflow
+    enabled: bool
+    # Every channel, merged (workflow settings, then the subscriber's); ``sources`` says which level set each.
+    channels: dict[str, bool]
+    sources: dict[str, str]
+    # The channels of the workflow's active steps.
+    step_channels: tuple[str, ...]
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class SubscriberPreferencesView:
+    global_: GlobalPreferenceView
+    workflows: list[WorkflowPreferenceView]
+
+
+async def subscriber_for(session: AsyncSession, principal: Principal, subscriber_id: str) -> Subscriber:
+    """The subscriber of the caller's environment named by its subscriberId (404 otherwise)."""
+    return await require_subscriber(session, principal, subscriber_id)
+
+
+def step_channels(workflow: Workflow) -> tuple[str, ...]:
+    """The channels the workflow's active steps deliver on, in Novu's channel order."""
+    used = {
+        (step.get("template") or {}).get("type") or step.get("type")
+        for step in workflow.steps or []
+        if step.get("active", True)
+    }
+    return tuple(channel for channel in CHANNELS if channel in used)
+
+
+def _preference(row: SubscriberPreference | None) -> Preference | None:
+    if row is None:
+        return None
+    return Preference(bool(row.enabled), {k: v for k, v in (row.channels or {}).items() if isinstance(v, bool)})
+
+
+def _global_view(row: SubscriberPreference | None) -> GlobalPreferenceView:
+    return GlobalPreferenceView(
+        enabled=row.enabled if row is not None else True,
+        channels=global_channels(_preference(row)),
+        schedule=row.schedule if row is not None else None,
+        updated_at=row.updated_at if row is not None else None,
+    )
+
+
+def _workflow_view(workflow: Workflow, row: SubscriberPreference | None) -> WorkflowPreferenceView:
+    merged = workflow_channels(workflow.preference_settings, _preference(row))
+    return WorkflowPreferenceView(
+        workflow=workflow,
+        enabled=merged.enabled,
+        channels=merged.channels,
+        sources=merged.sources,
+        step_channels=step_channels(workflow),
+        updated_at=row.updated_at if row is not None else None,
+    )
+
+
+async def read_preferences(
+    session: AsyncSession, subscriber: Subscriber, *, critical: bool | None = None
+) -> SubscriberPreferencesView:
+    """The subscriber's global preference and one per active workflow of the environment.
+
+    ``critical``: only critical workflows (True), only the others (False), or all (None).
+    """
+    repository = PreferenceRepository(session)
+    rows = await repository.rows_of(subscriber)
+    by_workflow = {row.workflow_id: row for row in rows}
+    workflows = [
+        workflow
+        for workflow in await repository.active_workflows(subscriber.environment_id)
+        if critical is None or bool(workflow.critical) == critical
+    ]
+    return SubscriberPreferencesView(
+        _global_view(by_workflow.get(None)), [_workflow_view(w, by_workflow.get(w.id)) for w in workflows]
+    )
+
+
+async def read_global(session: AsyncSession, subscriber: Subscriber) -> GlobalPreferenceView:
+    rows = await PreferenceRepository(session).rows_of(subscriber)
+    return _global_view(next((row for row in rows if row.workflow_id is None), None))
+
+
+async def require_workflows(session: AsyncSession, subscriber: Subscriber, references: Sequence[str]) -> dict[str, Workflow]:
+    """The workflows named (by ``_id`` or trigger identifier) in the subscriber's environment; 404 for the first unknown."""
+    found = await PreferenceRepository(session).find_workflows(subscriber.environment_id, set(references))
+    for reference in references:
+        if reference not in found:
+            raise NotFoundError(f"Workflow with id {reference} not found")
+    return found
+
+
+def _set_channels(row: SubscriberPreference, channels: Mapping[str, bool]) -> bool:
+    current = dict(row.channels or {})
+    wanted = {**current, **{channel: value for channel, value in channels.items() if channel in CHANNELS}}
+    if wanted == current:
+        return False
+    row.channels = wanted
+    return True
+
+
+async def update_global(
+    session: AsyncSession,
+    subscriber: Subscriber,
+    *,
+    enabled: bool | None = None,
+    channels: Mapping[str, bool] | None = None,
+    schedule: dict[str, Any] | None = UNCHANGED,
+) -> GlobalPreferenceView:
+    """Set what is given of the global preference; channels not named keep their value."""
+    now = utcnow()
+    row = await PreferenceRepository(session).row_to_change(subscriber, None, now)
+    changed = _set_channels(row, channels or {})
+    if enabled is not None and row.enabled != enabled:
+        row.enabled = enabled
+        changed = True
+    if schedule is not UNCHANGED and row.schedule != schedule:
+        row.schedule = schedule
+        changed = True
+    if changed:
+        row.updated_at = now
+    await session.flush()
+    return _global_view(row)
+
+
+async def update_workflow(
+    session: AsyncSession,
+    subscriber: Subscriber,
+    workflow: Workflow,
+    *,
+    enabled: bool | None = None,
+    channels: Mapping[str, bool] | None = None,
+) -> WorkflowPreferenceView:
+    """Set what is given of the subscriber's preference for the workflow; channels not named keep their value."""
+    now = utcnow()
+    row = await PreferenceRepository(session).row_to_change(subscriber, workflow.id, now)
+    changed = _set_channels(row, channels or {})
+    if enabled is not None and row.enabled != enabled:
+        row.enabled = enabled
+        changed = True
+    if changed:
+        row.updated_at = now
+    await session.flush()
+    return _workflow_view(workflow, row)
+
+
+async def update_global_or_workflow(
+    session: AsyncSession,
+    subscriber: Subscriber,
+    workflow_reference: str | None,
+    *,
+    channels: Mapping[str, bool] | None = None,
+    schedule: dict[str, Any] | None = UNCHANGED,
+) -> None:
+    """v2's one update: the global preference (channels, schedule) or, named, one workflow's (channels)."""
+    if workflow_reference is None:
+        await update_global(session, subscriber, channels=channels, schedule=schedule)
+        return
+    if schedule is not UNCHANGED:
+        raise ValidationFailed.field("schedule", "a schedule belongs to the global preference: leave workflowId out")
+    workflow = (await require_workflows(session, subscriber, [workflow_reference]))[workflow_reference]
+    await update_workflow(session, subscriber, workflow, channels=channels)
+
+
+async def update_workflows(
+    session: AsyncSession, subscriber: Subscriber, changes: Sequence[tuple[str, Mapping[str, bool]]]
+) -> list[WorkflowPreferenceView]:
+    """Set the channels of several workflows (named by ``_id`` or identifier) at once; nothing changes when one is unknown."""
+    if len({reference for reference, _ in changes}) < len(changes):
+        raise ValidationFailed.field("preferences", "each workflow may be named once", [ref for ref, _ in changes])
+    workflows = await require_workflows(session, subscriber, [reference for reference, _ in changes])
+    return [
+        await update_workflow(session, subscriber, workflows[reference], channels=channels)
+        for reference, channels in changes
+    ]

@@ -12,8 +12,9 @@ from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
+from sqlalchemy.orm import aliased, with_expression
 
+from herald.engine.preferences import Preference
 from herald.engine.queue import DIGEST_ARRIVING, LEASED, OPEN_DIGEST, WAITING
 from herald.kit.bulk import insert_rows
 from herald.kit.db import any_of, any_of_parameter, dialect_of, each_of_parameter
@@ -27,9 +28,11 @@ from herald.models import (
     Message,
     Notification,
     Subscriber,
+    SubscriberPreference,
     Tenant,
     Topic,
     TopicSubscriber,
+    Workflow,
 )
 from herald.subscribers.channels import merge_requested_channels
 
@@ -56,7 +59,27 @@ CHUNK_ROWS = 1000
 # values at execution (kit.db.any_of_parameter says why).
 @cache
 def _events_by_id(dialect: str) -> Select[Any]:
-    return select(Event).where(any_of_parameter(dialect, Event.id, "ids"))
+    # With the workflow's critical and preferenceSettings as they are now, which
+    # a channel step's preferences are judged by (engine/preferences.py): read
+    # with the event, they cost no statement of their own.
+    return (
+        select(Event)
+        .outerjoin(Workflow, Workflow.id == Event.workflow_id)
+        .options(
+            with_expression(Event.workflow_critical, Workflow.critical),
+            with_expression(Event.workflow_preference_settings, Workflow.preference_settings),
+        )
+        .where(any_of_parameter(dialect, Event.id, "ids"))
+    )
+
+
+@cache
+def _preferences_of(dialect: str) -> Select[Any]:
+    preference = SubscriberPreference
+    return select(preference.subscriber_id, preference.workflow_id, preference.enabled, preference.channels).where(
+        any_of_parameter(dialect, preference.subscriber_id, "subscriber_ids"),
+        or_(preference.workflow_id.is_(None), any_of_parameter(dialect, preference.workflow_id, "workflow_ids")),
+    )
 
 
 @cache
@@ -104,6 +127,19 @@ class EngineRepository:
             result = await self.session.execute(_subscribers_by_id(dialect_of(self.session)), {"ids": unread})
             found.update((subscriber.id, subscriber) for subscriber in result.scalars())
         return found
+
+    async def preferences_of(
+        self, subscriber_ids: Iterable[str], workflow_ids: Iterable[str]
+    ) -> dict[tuple[str, str | None], Preference]:
+        """The subscribers' global preferences (workflow None) and their preferences for these workflows, in one read."""
+        result = await self.session.execute(
+            _preferences_of(dialect_of(self.session)),
+            {"subscriber_ids": list(dict.fromkeys(subscriber_ids)), "workflow_ids": list(dict.fromkeys(workflow_ids))},
+        )
+        return {
+            (subscriber_id, workflow_id): Preference(bool(enabled), channels or {})
+            for subscriber_id, workflow_id, enabled, channels in result.all()
+        }
 
     async def get_subscriber(self, subscriber_id: str) -> Subscriber | None:
         return await self.session.get(Subscriber, subscriber_id)

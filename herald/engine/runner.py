@@ -27,6 +27,7 @@ from herald.engine.expand import (
     expansion_failed_detail,
 )
 from herald.engine.filters import FilterContext, step_passes
+from herald.engine.preferences import StepPreferences, evaluate, needs_preferences
 from herald.engine.queue import JobLost
 from herald.engine.repository import EngineRepository, detail_row
 from herald.engine.steps import STEP_RUNNERS
@@ -43,7 +44,7 @@ logger = logging.getLogger("herald.engine")
 MAX_RACE_RETRIES = 3
 # Outcomes written together with the other jobs of a batch; delays, digests and
 # merges take locks of their own and are written one by one.
-FINAL_OUTCOMES = ("completed", "skipped", "failed")
+FINAL_OUTCOMES = ("completed", "skipped", "failed", "canceled")
 # Steps that deliver through a provider: failing for good leaves an error message.
 PROVIDER_CHANNELS = ("email", "sms", "chat", "push")
 # First steps run inside their expansion's transaction (HandOff.settle): they
@@ -218,19 +219,23 @@ class JobRunner:
             return
         subscribers = await repository.get_subscribers({rows[0]["subscriber_id"] for _, rows in chains})
         tenants: dict[tuple[str, str], dict[str, Any]] = {}
+        contexts: list[tuple[StepContext, list[dict[str, Any]]]] = []
         for event, rows in chains:
             first = rows[0]
             subscriber = subscribers.get(first["subscriber_id"])
             if subscriber is None:
                 continue
             job = queue.job_from_row({**first, "status": "running", "locked_by": self.worker_id, "attempts": 1})
-            ctx = self._context(job, event, subscriber, await _tenant_of(repository, event, tenants), None)
+            contexts.append((self._context(job, event, subscriber, await _tenant_of(repository, event, tenants), None), rows))
+        await _read_preferences(repository, [ctx for ctx, _ in contexts])
+        for ctx, rows in contexts:
+            first, job = rows[0], ctx.job
             try:
                 outcome = await self._evaluate(ctx)
             except Exception:  # run again as a handed-off step, which records the crash
                 logger.debug("in-app step %s not settled in its expansion", job.id, exc_info=True)
                 continue
-            if outcome.status not in ("completed", "skipped"):
+            if outcome.status not in ("completed", "skipped", "canceled"):
                 continue
             change = final_state(job, ctx.step, outcome, self.settings.retry_base_seconds)
             # A column the outcome leaves unset stays out of the row (SQL NULL, as the update writes it).
@@ -390,6 +395,7 @@ class JobRunner:
                 if _digest_before(event.steps or [], job.step_index or 0):
                     digest = await repository.digest_result_before(job.notification_id or "", job.step_index or 0)
                 contexts.append(self._context(job, event, subscriber, await _tenant_of(repository, event, tenants), digest))
+            await _read_preferences(repository, contexts)
         for job, reason in orphans:
             await self._guarded(job, partial(self._fail_orphan, job, reason))
         return contexts
@@ -412,6 +418,9 @@ class JobRunner:
                 return StepOutcome.failed(f"Step filters are misconfigured: {verdict.detail}")
             if not verdict.passed:
                 return StepOutcome("skipped", details=[Detail("Success", f"Step filtered out: {verdict.detail}")])
+        refused = _refused_by_preferences(ctx)
+        if refused is not None:
+            return refused
         runner = STEP_RUNNERS.get(ctx.job.step_type or "")
         if runner is None:
             return StepOutcome.failed(f"Step type {ctx.job.step_type!r} is not supported")
@@ -625,6 +634,41 @@ async def _tenant_of(
         row = await repository.get_tenant(*key)
         known[key] = {"identifier": key[1], "name": row.name if row else None, "data": (row.data if row else None) or {}}
     return known[key]
+
+
+async def _read_preferences(repository: EngineRepository, contexts: Sequence[StepContext]) -> None:
+    """Give each channel step of a workflow that is not critical its subscriber's preferences: one read for them all.
+
+    Steps of critical workflows, and steps that are not channel steps, are
+    sent whatever the subscriber chose: for them nothing is read.
+    """
+    wanted = [ctx for ctx in contexts if needs_preferences(ctx.job.step_type, ctx.event.workflow_critical)]
+    if not wanted:
+        return
+    found = await repository.preferences_of(
+        (ctx.job.subscriber_id or "" for ctx in wanted), (ctx.job.workflow_id for ctx in wanted)
+    )
+    for ctx in wanted:
+        subscriber_id = ctx.job.subscriber_id or ""
+        ctx.preferences = StepPreferences(found.get((subscriber_id, None)), found.get((subscriber_id, ctx.job.workflow_id)))
+
+
+def _refused_by_preferences(ctx: StepContext) -> StepOutcome | None:
+    """The outcome of a channel step the subscriber's preferences turn off (as Novu: canceled), or None to send it."""
+    if not needs_preferences(ctx.job.step_type, ctx.event.workflow_critical):
+        return None
+    chosen = ctx.preferences or StepPreferences()
+    verdict = evaluate(
+        ctx.job.step_type or "",
+        ctx.event.trigger_identifier,
+        critical=bool(ctx.event.workflow_critical),
+        preference_settings=ctx.event.workflow_preference_settings,
+        global_preference=chosen.global_preference,
+        workflow_preference=chosen.workflow_preference,
+    )
+    if verdict.allowed:
+        return None
+    return StepOutcome("canceled", details=[Detail("Success", verdict.reason or "", raw={"preferences": {"passed": False}})])
 
 
 def step_of(event: Event, job: Job) -> dict[str, Any]:

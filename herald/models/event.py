@@ -4,7 +4,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Index, Integer, String, Text, text
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column, query_expression
 
 from herald.kit.time import utcnow
 from herald.models.base import ID, Base, EnvironmentScopedMixin, IdMixin, TimestampMixin
@@ -41,6 +41,12 @@ class Event(IdMixin, EnvironmentScopedMixin, Base):
     status: Mapped[str] = mapped_column(String(32), default="accepted")
     error_text: Mapped[str | None] = mapped_column(Text, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The workflow's ``critical`` and ``preferenceSettings`` as they are when a
+    # step runs, not as they were at the trigger: preferences are read when a
+    # step runs, as in Novu. Loaded only by the engine's read of events
+    # (engine/repository.py); None elsewhere.
+    workflow_critical: Mapped[bool | None] = query_expression()
+    workflow_preference_settings: Mapped[dict[str, Any] | None] = query_expression()
 
 
 class Notification(IdMixin, EnvironmentScopedMixin, Base):

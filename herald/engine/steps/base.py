@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from herald.engine.preferences import StepPreferences
 from herald.kit.crypto import SecretBox
 from herald.models import Event, Job, Message, Subscriber
 
@@ -42,6 +43,9 @@ class StepContext:
     settings: EngineSettings
     # The worker running the step: a provider's answer is stored only while it holds the job's lease.
     worker_id: str = ""
+    # The subscriber's preferences that bear on this step, read by the runner
+    # for a channel step of a workflow that is not critical (None otherwise).
+    preferences: StepPreferences | None = None
 
     @property
     def template(self) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from datetime import datetime
 from functools import cache, partial
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, func, or_, select, update
+from sqlalchemy import Select, bindparam, delete, exists, func, or_, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -82,15 +82,28 @@ def _preferences_of(dialect: str) -> Select[Any]:
     )
 
 
+def _with_preference_flag(query: Select[Any]) -> Select[Any]:
+    """The subscribers ``query`` reads, each with whether they have set any preference.
+
+    Most subscribers never set one: for them the read of preferences before a
+    channel step is left out (runner._read_preferences), and a trigger
+    delivered alone costs no statement more than before preferences existed.
+    The question is one probe of ``uq_subscriber_preferences_subscriber_workflow``
+    per subscriber, inside the read that was made anyway.
+    """
+    subscriber = query.column_descriptions[0]["entity"]
+    return query.add_columns(exists().where(SubscriberPreference.subscriber_id == subscriber.id).label("has_preferences"))
+
+
 @cache
 def _subscribers_by_id(dialect: str) -> Select[Any]:
-    return select(Subscriber).where(any_of_parameter(dialect, Subscriber.id, "ids"))
+    return _with_preference_flag(select(Subscriber).where(any_of_parameter(dialect, Subscriber.id, "ids")))
 
 
 @cache
 def _subscribers_by_subscriber_id(dialect: str) -> Select[Any]:
     scope = select(Subscriber).where(Subscriber.environment_id == bindparam("environment_id"))
-    return each_of_parameter(dialect, scope, Subscriber.subscriber_id, "subscriber_ids")
+    return _with_preference_flag(each_of_parameter(dialect, scope, Subscriber.subscriber_id, "subscriber_ids"))
 
 
 @cache
@@ -105,6 +118,9 @@ class EngineRepository:
         # Subscribers this repository read whole, by internal id: get_subscribers
         # answers from here before it asks the store (upsert_subscribers, whole=True).
         self.subscribers_read: dict[str, Subscriber] = {}
+        # Those of the subscribers read (by internal id) who had set no preference
+        # when read: their preferences need no read (_with_preference_flag).
+        self.without_preferences: set[str] = set()
 
     def _insert(self, table: Any) -> Any:
         return (pg_insert if self.session.bind.dialect.name == "postgresql" else sqlite_insert)(table)
@@ -125,8 +141,17 @@ class EngineRepository:
         unread = [id_ for id_ in ids if id_ not in found]
         if unread:
             result = await self.session.execute(_subscribers_by_id(dialect_of(self.session)), {"ids": unread})
-            found.update((subscriber.id, subscriber) for subscriber in result.scalars())
+            found.update((subscriber.id, subscriber) for subscriber in self._note_preferences(result.all()))
         return found
+
+    def _note_preferences(self, rows: Iterable[Any]) -> list[Subscriber]:
+        """The subscribers of rows read with their preference flag (``_with_preference_flag``), noting who has none."""
+        subscribers = []
+        for subscriber, has_preferences in rows:
+            if not has_preferences:
+                self.without_preferences.add(subscriber.id)
+            subscribers.append(subscriber)
+        return subscribers
 
     async def preferences_of(
         self, subscriber_ids: Iterable[str], workflow_ids: Iterable[str]
@@ -237,7 +262,7 @@ class EngineRepository:
             result = await self.session.execute(
                 _subscribers_by_subscriber_id(dialect_of(self.session)), {"environment_id": environment_id, "subscriber_ids": chunk}
             )
-            found.update((row.subscriber_id, row) for row in result.scalars())
+            found.update((row.subscriber_id, row) for row in self._note_preferences(result.all()))
         return found
 
     async def _add_subscriber_ids(self, environment_id: str, subscriber_ids: list[str], ids: dict[str, str]) -> None:

@@ -640,9 +640,15 @@ async def _read_preferences(repository: EngineRepository, contexts: Sequence[Ste
     """Give each channel step of a workflow that is not critical its subscriber's preferences: one read for them all.
 
     Steps of critical workflows, and steps that are not channel steps, are
-    sent whatever the subscriber chose: for them nothing is read.
+    sent whatever the subscriber chose: for them nothing is read. Nor for a
+    subscriber who had set no preference when read with the step (most).
     """
-    wanted = [ctx for ctx in contexts if needs_preferences(ctx.job.step_type, ctx.event.workflow_critical)]
+    wanted = [
+        ctx
+        for ctx in contexts
+        if needs_preferences(ctx.job.step_type, ctx.event.workflow_critical)
+        and ctx.subscriber.id not in repository.without_preferences
+    ]
     if not wanted:
         return
     found = await repository.preferences_of(

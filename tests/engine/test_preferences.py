@@ -194,19 +194,21 @@ async def test_preferences_are_read_when_the_step_runs_not_at_the_trigger(
     assert await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"]) == []
 
 
-async def test_preferences_are_read_once_for_a_batch_and_not_at_all_for_a_critical_workflow(
+async def test_preferences_are_read_once_for_a_batch_only_for_subscribers_who_set_some(
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
 ) -> None:
+    """Not at all for a critical workflow, nor when no subscriber of the batch has set a preference."""
     subscribers = [await create_subscriber(api) for _ in range(3)]
     await _patch(api, f"/v1/subscribers/{subscribers[0]['subscriberId']}/preferences", {"enabled": False})
     workflow = await create_workflow(api, steps=[IN_APP])
     critical = await create_workflow(api, steps=[IN_APP], critical=True)
 
     def reads_preferences(statement: str) -> bool:
-        return "subscriber_preferences" in statement
+        return statement.lstrip().startswith("SELECT subscriber_preferences.")
 
-    for chosen, expected_reads, expected_messages in ((workflow, 1, 2), (critical, 0, 3)):
-        result = await trigger(api, name_of(chosen), [s["subscriberId"] for s in subscribers])
+    cases = ((workflow, subscribers, 1, 2), (critical, subscribers, 0, 3), (workflow, subscribers[1:], 0, 2))
+    for chosen, audience, expected_reads, expected_messages in cases:
+        result = await trigger(api, name_of(chosen), [s["subscriberId"] for s in audience])
         sent = await statements_while(app, worker.run_until_idle(), reads_preferences)
         assert len(sent) == expected_reads, sent
         messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])

@@ -31,7 +31,7 @@ from herald.models import Subscriber, SubscriberPreference, Workflow
 from herald.preferences.repository import PreferenceRepository
 from herald.subscribers.service import require_subscriber
 
-# What a schedule is cleared with (v2 sends no null; absent means unchanged).
+# A schedule not given: the stored one is left as it is.
 UNCHANGED: Any = object()
 
 

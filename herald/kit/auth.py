@@ -7,6 +7,14 @@ the trigger path). Keys are revoked in the store, by whichever process (``herald
 keys revoke`` is one of its own), so every API process asks the store about once
 a second for the keys revoked since it last looked and drops them from its
 cache: a revoked key stops working everywhere within about a second.
+
+A key the store does not know is remembered as unknown for
+``UNKNOWN_KEY_SECONDS`` (at most ``MAX_UNKNOWN_KEYS`` of them, the oldest
+forgotten first), and callers asking about a key whose look-up is under way
+wait for that one: a flood of requests with a wrong key costs the store one
+query every few seconds, not one a request. A key made right after it was
+tried (``herald keys create`` in another process) works here once that time
+has passed.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import logging
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import Depends, Request, Security
@@ -34,6 +43,10 @@ SCHEME = "apikey"
 # is a little behind, is still found. Dropping a key twice is harmless.
 REVOCATION_OVERLAP = timedelta(seconds=60)
 _BEFORE_ANY_REVOCATION = datetime(1970, 1, 1, tzinfo=UTC)
+# How long a key the store does not know is answered 401 without asking it again,
+# and how many such keys are remembered (a flood of random keys grows nothing past it).
+UNKNOWN_KEY_SECONDS = 2.0
+MAX_UNKNOWN_KEYS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +63,10 @@ class ApiKeyResolver:
         self._sessionmaker = sessionmaker
         self._ttl = ttl_seconds
         self._cache: dict[str, tuple[Principal, float]] = {}
+        # Keys the store did not know, by hash: until when to take its word for it (oldest first).
+        self._unknown: dict[str, float] = {}
+        # Look-ups under way, by hash: concurrent requests with one key wait for the same one.
+        self._pending: dict[str, asyncio.Future[Principal | None]] = {}
         # The latest revoked_at seen in the store (None until the first look).
         self._latest_revocation: datetime | None = None
 
@@ -59,16 +76,39 @@ class ApiKeyResolver:
         now = time.monotonic()
         if cached is not None and cached[1] > now:
             return cached[0]
+        unknown_until = self._unknown.get(key_hash)
+        if unknown_until is not None:
+            if unknown_until > now:
+                return None
+            del self._unknown[key_hash]
+        pending = self._pending.get(key_hash)
+        if pending is None:
+            pending = asyncio.ensure_future(self._look_up(key_hash))
+            self._pending[key_hash] = pending
+            pending.add_done_callback(partial(self._looked_up, key_hash))
+        # Shielded: a caller that goes away does not cancel the others' look-up.
+        return await asyncio.shield(pending)
+
+    async def _look_up(self, key_hash: str) -> Principal | None:
         async with self._sessionmaker() as session:
             api_key = await OrganizationRepository(session).find_active_key(key_hash)
+        now = time.monotonic()
         if api_key is None:
             self._cache.pop(key_hash, None)
+            if len(self._unknown) >= MAX_UNKNOWN_KEYS:
+                del self._unknown[next(iter(self._unknown))]
+            self._unknown[key_hash] = now + UNKNOWN_KEY_SECONDS
             return None
         principal = Principal(api_key.environment_id, api_key.organization_id, api_key.id)
         if len(self._cache) > 10_000:
             self._cache.clear()
         self._cache[key_hash] = (principal, now + self._ttl)
         return principal
+
+    def _looked_up(self, key_hash: str, future: asyncio.Future[Principal | None]) -> None:
+        self._pending.pop(key_hash, None)
+        if not future.cancelled():
+            future.exception()  # retrieved: every waiter may have gone (it is raised to those still there)
 
     async def drop_revoked(self) -> int:
         """Drop the keys revoked since the last look from the cache; returns how many were cached.

@@ -1,9 +1,19 @@
 from __future__ import annotations
 
-import httpx
-from fastapi import FastAPI
+import asyncio
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
-from herald.organizations.service import revoke_key
+import httpx
+import pytest
+from fastapi import FastAPI
+from sqlalchemy import event
+
+from herald.kit import auth
+from herald.models import ApiKey
+from herald.organizations.service import hash_api_key, revoke_key
 from tests.conftest import Tenancy, assert_error, make_client
 from tests.fixtures.processes import wait_until
 from tests.fixtures.server import running_server
@@ -50,3 +60,60 @@ async def test_health_check_needs_no_auth(anonymous: httpx.AsyncClient) -> None:
     response = await anonymous.get("/v1/health-check")
     assert response.status_code == 200
     assert response.json()["data"]["status"] == "ok"
+
+
+@contextmanager
+def api_key_lookups(app: FastAPI) -> Iterator[list[str]]:
+    """The statements that read the api_keys table while the block runs."""
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "api_keys" in statement:
+            statements.append(statement)
+
+    engine = app.state.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield statements
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+async def test_a_flood_of_one_unknown_key_asks_the_store_once(app: FastAPI) -> None:
+    """100 requests with one wrong key, one after another and then all at once: one look-up each time."""
+    key = f"wrong-{uuid.uuid4().hex}"
+    async with make_client(app, key) as client:
+        with api_key_lookups(app) as lookups:
+            for _ in range(100):
+                assert_error(await client.get("/v1/integrations"), 401, "API Key not found")
+        assert len(lookups) == 1
+        app.state.api_keys._unknown.clear()  # as if its time had passed
+        with api_key_lookups(app) as lookups:
+            responses = await asyncio.gather(*(client.post("/v1/events/trigger", json={"name": "x", "to": "y"}) for _ in range(100)))
+        assert {response.status_code for response in responses} == {401}
+        assert len(lookups) == 1
+
+
+async def test_unknown_keys_are_remembered_briefly_and_boundedly(
+    app: FastAPI, tenancy: Tenancy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(auth, "UNKNOWN_KEY_SECONDS", 0.2)
+    key = f"made-later-{uuid.uuid4().hex}"
+    async with make_client(app, key) as client:
+        assert_error(await client.get("/v1/integrations"), 401)
+        # The key is made right after it was tried (as `herald keys create` would, from its own process).
+        async with app.state.sessionmaker() as session:
+            session.add(ApiKey(environment_id=tenancy.environment_id, organization_id=tenancy.organization_id, key_hash=hash_api_key(key)))
+            await session.commit()
+
+        async def accepted() -> bool:
+            return (await client.get("/v1/integrations")).status_code == 200
+
+        await wait_until(accepted, timeout=5, what="the new key to be accepted", interval=0.05)
+    # A flood of different wrong keys is remembered up to a bound, the oldest forgotten first.
+    monkeypatch.setattr(auth, "MAX_UNKNOWN_KEYS", 10)
+    async with make_client(app) as client:
+        for number in range(30):
+            response = await client.get("/v1/integrations", headers={"Authorization": f"ApiKey flood-{number}"})
+            assert_error(response, 401)
+    assert len(app.state.api_keys._unknown) <= 10

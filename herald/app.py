@@ -24,6 +24,7 @@ from herald.kit.docs import install_docs
 from herald.kit.errors import install_error_handlers
 from herald.kit.groupcommit import GroupCommit
 from herald.kit.idempotency import IdempotencyMiddleware
+from herald.kit.limits import RateLimitMiddleware, RateLimits
 from herald.kit.logs import quiet_http_client_logs
 from herald.kit.request_guard import RequestGuardMiddleware
 from herald.kit.responses import JSONResponse
@@ -177,6 +178,7 @@ def create_app(settings: Settings | None = None) -> HeraldApp:
     # Rung by every commit of app.state.sessionmaker that wrote jobs (queue.ring_on_commit).
     app.state.job_signal = job_signal
     app.state.api_keys = api_keys
+    app.state.rate_limits = RateLimits(settings.rate_limit_triggers, settings.rate_limit_requests)
     app.state.secret_box = SecretBox(settings.secret_key)
     from herald.events.service import record_trigger_batch
     from herald.events.targets import TriggerTargets
@@ -206,6 +208,12 @@ def create_app(settings: Settings | None = None) -> HeraldApp:
     )
     app.add_middleware(
         RequestGuardMiddleware, max_bytes=settings.max_body_bytes, max_event_bytes=settings.max_event_body_bytes
+    )
+    # Charged before the body is read or an idempotency key claimed.
+    app.add_middleware(
+        RateLimitMiddleware,
+        api_keys=api_keys,
+        limits=app.state.rate_limits,
     )
     app.add_middleware(LastResortMiddleware)
     app.add_middleware(CountRequestsMiddleware, counter=in_flight)

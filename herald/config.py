@@ -60,6 +60,13 @@ class Settings:
     # (engine/retention.py).
     notification_retention_days: float = 30.0
     message_retention_days: float = 365.0
+    # Requests a second each environment may make to one API process: triggers
+    # (a bulk trigger or broadcast counts 100) and every other route; 0 = no limit
+    # (kit/limits.py).
+    rate_limit_triggers: float = 1000.0
+    rate_limit_requests: float = 500.0
+    # Recipients one trigger's ``to`` may list (a topic counts as one).
+    max_recipients: int = 1000
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -132,7 +139,15 @@ def load_settings(**overrides: object) -> Settings:
         "worker_nice": _number(env, "HERALD_WORKER_NICE", "10", int),
         "notification_retention_days": _number(env, "HERALD_NOTIFICATION_RETENTION_DAYS", "30", float),
         "message_retention_days": _number(env, "HERALD_MESSAGE_RETENTION_DAYS", "365", float),
+        "rate_limit_triggers": _number(env, "HERALD_RATE_LIMIT_TRIGGERS", "1000", float),
+        "rate_limit_requests": _number(env, "HERALD_RATE_LIMIT_REQUESTS", "500", float),
+        "max_recipients": _number(env, "HERALD_MAX_RECIPIENTS", "1000", int),
     }
+    for name in ("HERALD_RATE_LIMIT_TRIGGERS", "HERALD_RATE_LIMIT_REQUESTS"):
+        if float(values[name[7:].lower()]) < 0:  # type: ignore[arg-type]
+            raise SettingsError(f"{name} must be a number of requests a second, 0 for no limit, not {env[name]!r}")
+    if int(values["max_recipients"]) < 1:  # type: ignore[call-overload]
+        raise SettingsError(f"HERALD_MAX_RECIPIENTS must be a whole number above 0, not {env['HERALD_MAX_RECIPIENTS']!r}")
     for name in ("HERALD_NOTIFICATION_RETENTION_DAYS", "HERALD_MESSAGE_RETENTION_DAYS"):
         if float(env.get(name, "0")) < 0:
             raise SettingsError(f"{name} must be a number of days, 0 to keep for ever, not {env[name]!r}")

@@ -227,10 +227,13 @@ class IdempotencyMiddleware:
 
     async def _claim(self, scope: Scope, receive: Receive, key: str) -> tuple[str, bytes, str, Claim] | None:
         """Claim ``key`` for the caller's organization; None when the caller has no valid API key."""
-        try:
-            principal = await self.api_keys.resolve(parse_authorization(header(scope, b"authorization")))
-        except UnauthorizedError:
-            principal = None
+        # Resolved already when the rate limit charged it (kit/limits.py).
+        principal = scope.get("state", {}).get("principal")
+        if principal is None:
+            try:
+                principal = await self.api_keys.resolve(parse_authorization(header(scope, b"authorization")))
+            except UnauthorizedError:
+                principal = None
         if principal is None:
             return None
         body = await read_body(receive) or b""

@@ -82,6 +82,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         409: "Conflict",
         413: "Request body too large",
         422: "Validation failed",
+        429: "Rate limit exceeded (Retry-After, RateLimit-* headers)",
     }.items()
 }
 

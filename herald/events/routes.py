@@ -30,6 +30,7 @@ async def trigger_event(request: Request) -> JSONResponse:
     # the same checks and the same error answers.
     principal = await authenticate(request)
     body = parse_json_body(TriggerEventRequest, await request.body())
+    service.check_recipient_count(body.to, request.app.state.settings.max_recipients)
     # Concurrent triggers are written together (herald/kit/groupcommit.py).
     recorder: GroupCommit[service.Trigger, service.TriggerResult | Exception] = request.app.state.trigger_recorder
     result = await recorder.submit(service.Trigger(principal, body, box=request.app.state.secret_box))
@@ -60,6 +61,10 @@ router.add_api_route(
 async def trigger_bulk(
     body: BulkTriggerEventRequest, request: Request, session: SessionDep, principal: PrincipalDep
 ) -> dict:
+    # A request-shape limit, like the 100 events: one event over it refuses the whole request.
+    limit = request.app.state.settings.max_recipients
+    for index, event in enumerate(body.events):
+        service.check_recipient_count(event.to, limit, f"events.{index}.to")
     results = await service.trigger_bulk(session, principal, body.events, box=request.app.state.secret_box)
     return {"data": [result.as_response() for result in results]}
 

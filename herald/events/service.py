@@ -86,6 +86,22 @@ class Recipients:
         return [f"to[{item['index']}]: {item['reason']}" for item in self.rejected]
 
 
+def check_recipient_count(to: Any, limit: int, field: str = "to") -> None:
+    """Refuse a ``to`` that lists more than ``limit`` recipients (HERALD_MAX_RECIPIENTS), with a 422.
+
+    Each entry counts as one, a topic too: topics and broadcasts are how a
+    trigger reaches a large audience, and their fan-out is the engine's, in
+    batches. A list in one request is held, parsed and judged at once.
+    """
+    if isinstance(to, list) and len(to) > limit:
+        raise ValidationFailed.field(
+            field,
+            f"{field} lists {len(to):,} recipients; a trigger may list at most {limit:,} (HERALD_MAX_RECIPIENTS): "
+            "send to a topic to reach more",
+            len(to),
+        )
+
+
 def parse_recipients(to: Any) -> Recipients:
     """Sort the ``to`` field into recipients the engine can address and refused ones (with why).
 

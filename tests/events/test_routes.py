@@ -368,3 +368,29 @@ async def test_a_trigger_wakes_listening_workers_once_and_a_repeat_wakes_none(
     finally:
         await listener.close()
         await marker.close()
+
+
+async def test_a_trigger_listing_more_recipients_than_the_cap_is_422(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy
+) -> None:
+    """HERALD_MAX_RECIPIENTS (1,000): a list past it is refused whole, naming the limit and the setting."""
+    workflow = await create_workflow(api)
+    name = workflow["triggers"][0]["identifier"]
+    limit = app.state.settings.max_recipients
+    assert limit == 1000
+    too_many = [f"r-{number}" for number in range(limit + 1)]
+    body = assert_error(await api.post("/v1/events/trigger", json={"name": name, "to": too_many}), 422)
+    [message] = body["errors"]["to"]["messages"]
+    assert "1,001" in message and "at most 1,000" in message and "HERALD_MAX_RECIPIENTS" in message, message
+    assert body["errors"]["to"]["value"] == limit + 1
+    # In a bulk trigger one event over the cap refuses the request, as an invalid event does.
+    fine = {"name": name, "to": "ada"}
+    body = assert_error(await api.post("/v1/events/trigger/bulk", json={"events": [fine, {"name": name, "to": too_many}]}), 422)
+    assert "HERALD_MAX_RECIPIENTS" in body["errors"]["events.1.to"]["messages"][0]
+    # Exactly the cap is taken; a topic counts as one entry, however many it reaches.
+    at_cap = [*too_many[: limit - 1], {"type": "Topic", "topicKey": "everyone"}]
+    result = await trigger(api, name=name, to=at_cap, transactionId=unique("cap"))
+    assert result["status"] == "processed"
+    [event] = await events_for(app, tenancy.environment_id, result["transactionId"])
+    assert len(event.recipients) == limit - 1  # the unknown topic is reported, not dropped
+    assert result["error"] == ["to[999]: Topic with key everyone not found in current environment"]

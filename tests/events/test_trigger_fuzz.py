@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +34,7 @@ from tests.fixtures.server import running_server
 
 STRUCTURED_EXAMPLES = 250
 RAW_EXAMPLES = 60
+EDGE_EXAMPLES = 60
 STATUSES = set(TriggerStatus.__args__)  # type: ignore[attr-defined]
 FINAL = ("completed", "failed", "skipped", "canceled", "merged")
 
@@ -120,6 +122,32 @@ def trigger_bodies(name: str, topic: str) -> st.SearchStrategy[Any]:
     return st.one_of(runnable, runnable, fields, json_values)
 
 
+def nested(depth: int, leaf: Any) -> Any:
+    for level in range(depth):
+        leaf = {"a": leaf} if level % 2 else [leaf]
+    return leaf
+
+
+def edge_bodies(name: str, topic: str) -> st.SearchStrategy[bytes]:
+    """Runnable bodies with a value nested about as deep as the request guard allows (100 levels) or far
+    deeper, or with a lone UTF-16 surrogate in a string: sent as ``\\udfff`` escapes, as JSON encoders
+    that escape everything send them."""
+    surrogates = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
+    deep = st.builds(nested, st.one_of(st.integers(90, 110), st.integers(250, 1200)), json_values)
+    where = st.sampled_from(["payload", "overrides", "actor", "to"])
+
+    def place(body: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
+        if field == "actor":
+            return {**body, "actor": {"subscriberId": "edge", "data": {"v": value}}}
+        if field == "to":
+            return {**body, "to": [{"subscriberId": "edge", "firstName": value if isinstance(value, str) else None, "data": {"v": value}}]}
+        return {**body, field: {"v": value}}
+
+    base = st.fixed_dictionaries({"name": st.just(name), "to": addressable_recipients(topic)})
+    values = st.one_of(deep, st.builds(lambda text, lone: text + lone, st.text(max_size=10), surrogates))
+    return st.builds(place, base, where, values).map(lambda body: json.dumps(body, ensure_ascii=True).encode())
+
+
 def check_answer(response: httpx.Response) -> None:
     assert response.status_code in (201, 400, 422), f"{response.status_code}: {response.text}"
     body = response.json()
@@ -171,7 +199,15 @@ async def test_fuzzed_trigger_bodies_get_clear_answers_and_leave_the_service_hea
         def raw_bytes(raw: bytes) -> None:
             check_answer(http.post("/v1/events/trigger", content=raw, headers={"content-type": "application/json"}))
 
-        for run in (structured, raw_bytes):
+        @bounded(EDGE_EXAMPLES)
+        @given(raw=edge_bodies(name, topic))
+        def deep_or_unencodable(raw: bytes) -> None:
+            response = http.post("/v1/events/trigger", content=raw, headers={"content-type": "application/json"})
+            check_answer(response)
+            if response.status_code == 201 and response.json()["data"]["status"] == "processed":
+                accepted.append(response.json()["data"]["transactionId"])
+
+        for run in (structured, raw_bytes, deep_or_unencodable):
             try:
                 run()
             except Exception as exc:  # report both runs' failures together

@@ -270,6 +270,12 @@ class Deployment:
             service.stop()
 
 
+# The benchmarks send thousands of requests a second with one key, past the
+# default rate limits (HERALD_RATE_LIMIT_*, kit/limits.py): they measure
+# Herald's capacity, so their processes run unlimited unless --env says otherwise.
+UNLIMITED = {"HERALD_RATE_LIMIT_TRIGGERS": "0", "HERALD_RATE_LIMIT_REQUESTS": "0"}
+
+
 @dataclass
 class Environment:
     """The run's temp folder, store and the environment every Herald process gets."""
@@ -292,6 +298,7 @@ class Environment:
             HERALD_DATA_DIR=str(self.folder / "data"),
             HERALD_DATABASE_URL=self.store.url,
             HERALD_SECRET_KEY=self.secret_key,
+            **UNLIMITED,
         )
         env.update(self.extra_env)
         env.update(more)

@@ -146,3 +146,29 @@ async def test_sdk_creates_subscribers_in_bulk(server_url: str, api: httpx.Async
     assert [item.subscriber_id for item in outcome.updated] == [existing["subscriberId"]]
     assert outcome.failed == []
     assert (await api.get(f"/v1/subscribers/{fresh}")).json()["data"]["firstName"] == "Fresh"
+
+
+async def test_sdk_waits_out_a_rate_limit_and_its_retry_runs(app: FastAPI, api: httpx.AsyncClient, tenancy: Tenancy) -> None:
+    """novu-py retries a 429 after its Retry-After (1 s here), with the same idempotency key: the retry
+    runs, as the refused request claimed nothing, and each trigger is recorded once."""
+    from dataclasses import replace
+
+    workflow = await create_workflow(api)
+    limited = replace(app.state.settings, rate_limit_triggers=1)
+    statuses: list[int] = []
+    client = httpx.Client(event_hooks={"response": [lambda response: statuses.append(response.status_code)]})
+    with running_server(limited) as url, client:
+        novu = Novu(secret_key=tenancy.api_key, server_url=url, client=client)
+
+        def trigger_twice() -> list:
+            return [
+                novu.trigger(
+                    trigger_event_request_dto={"workflow_id": workflow["triggers"][0]["identifier"], "to": "ada"}
+                ).result
+                for _ in range(2)
+            ]
+
+        first, second = await asyncio.to_thread(trigger_twice)
+    assert statuses == [201, 429, 201]
+    assert first.status.value == second.status.value == "processed"
+    assert first.transaction_id != second.transaction_id

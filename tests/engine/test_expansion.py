@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -119,9 +120,11 @@ async def test_an_expansion_that_fails_for_good_says_why_and_how_far_it_got(
 
 
 async def test_a_trigger_to_thousands_of_new_subscribers_creates_them_all(
-    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """More new subscribers than one PostgreSQL statement can insert (32,767 parameters)."""
+    """More new subscribers than one PostgreSQL statement can insert (32,767 parameters): a ``to`` past
+    the default cap of 1,000 recipients, as HERALD_MAX_RECIPIENTS allows."""
+    monkeypatch.setattr(app.state, "settings", dataclasses.replace(app.state.settings, max_recipients=5000))
     workflow = await create_workflow(api, steps=[IN_APP])
     prefix = unique("crowd")
     audience = [f"{prefix}-{n}" for n in range(4000)]

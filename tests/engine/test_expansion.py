@@ -120,16 +120,21 @@ async def test_an_expansion_that_fails_for_good_says_why_and_how_far_it_got(
 
 
 async def test_a_trigger_to_thousands_of_new_subscribers_creates_them_all(
-    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
 ) -> None:
     """More new subscribers than one PostgreSQL statement can insert (32,767 parameters): a ``to`` past
     the default cap of 1,000 recipients, as HERALD_MAX_RECIPIENTS allows."""
-    monkeypatch.setattr(app.state, "settings", dataclasses.replace(app.state.settings, max_recipients=5000))
-    workflow = await create_workflow(api, steps=[IN_APP])
-    prefix = unique("crowd")
-    audience = [f"{prefix}-{n}" for n in range(4000)]
-    worker.runner.batch_size = 0  # expand only: the steps are not the point here
-    result = await trigger(api, name_of(workflow), audience)
+    # Not monkeypatch.setattr: its undo deletes what Starlette's State keeps in a dict of its own.
+    settings = app.state.settings
+    app.state.settings = dataclasses.replace(settings, max_recipients=5000)
+    try:
+        workflow = await create_workflow(api, steps=[IN_APP])
+        prefix = unique("crowd")
+        audience = [f"{prefix}-{n}" for n in range(4000)]
+        worker.runner.batch_size = 0  # expand only: the steps are not the point here
+        result = await trigger(api, name_of(workflow), audience)
+    finally:
+        app.state.settings = settings
 
     job = await run_until_expansion_ends(worker, app, result["transactionId"])
 

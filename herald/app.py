@@ -98,6 +98,7 @@ def build_worker(
     from herald.engine.retention import Retention
     from herald.engine.steps.base import EngineSettings
     from herald.engine.worker import Worker
+    from herald.kit.outbound import OutboundPolicy
 
     return Worker(
         sessionmaker=sessionmaker,
@@ -110,6 +111,7 @@ def build_worker(
         database_url=settings.database_url,
         pressure=pressure or (lambda: 0),
         retention=Retention(settings.notification_retention_days, settings.message_retention_days),
+        outbound=OutboundPolicy.allowing(settings.outbound_allow),
     )
 
 

@@ -67,6 +67,9 @@ class Settings:
     rate_limit_requests: float = 500.0
     # Recipients one trigger's ``to`` may list (a topic counts as one).
     max_recipients: int = 1000
+    # Hosts, IP addresses and CIDR ranges delivery may connect to although the
+    # outbound policy refuses them by default (loopback, private, ...; kit/outbound.py).
+    outbound_allow: tuple[str, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -111,6 +114,17 @@ def _number(env: Mapping[str, str], name: str, default: str, kind: type[int] | t
         raise SettingsError(f"{name} must be {what}, not {raw!r}") from None
 
 
+def _outbound_allow(env: Mapping[str, str]) -> tuple[str, ...]:
+    from herald.kit.outbound import SETTING, OutboundPolicy
+
+    entries = tuple(entry.strip() for entry in env.get(SETTING, "").split(",") if entry.strip())
+    try:
+        OutboundPolicy.allowing(entries)
+    except ValueError as exc:
+        raise SettingsError(f"{SETTING}: {exc} (a comma-separated list of them)") from None
+    return entries
+
+
 def load_settings(**overrides: object) -> Settings:
     """Build settings from the environment, with explicit overrides winning."""
     env = os.environ
@@ -142,6 +156,7 @@ def load_settings(**overrides: object) -> Settings:
         "rate_limit_triggers": _number(env, "HERALD_RATE_LIMIT_TRIGGERS", "1000", float),
         "rate_limit_requests": _number(env, "HERALD_RATE_LIMIT_REQUESTS", "500", float),
         "max_recipients": _number(env, "HERALD_MAX_RECIPIENTS", "1000", int),
+        "outbound_allow": _outbound_allow(env),
     }
     for name in ("HERALD_RATE_LIMIT_TRIGGERS", "HERALD_RATE_LIMIT_REQUESTS"):
         if float(values[name[7:].lower()]) < 0:  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from herald.app import create_app
 from herald.config import load_settings
 from herald.migrations import upgrade_async
 from herald.organizations.service import create_organization
+from tests.fixtures.peers import LOOPBACK_ALLOW
 from tests.fixtures.stores import (
     TestDatabase,
     create_postgres_database,
@@ -60,6 +61,8 @@ async def app(database: TestDatabase, tmp_path_factory: pytest.TempPathFactory) 
         data_dir=tmp_path_factory.mktemp("data"),
         database_url=database.url,
         secret_key="test-secret-key",
+        # The tests' peers listen on loopback; the default policy stays strict elsewhere.
+        outbound_allow=LOOPBACK_ALLOW,
     )
     application = create_app(settings)
     yield application

@@ -32,6 +32,7 @@ from herald.kit.crypto import SecretBox
 from herald.kit.db import without_transaction
 from herald.kit.idempotency import IdempotencyRepository
 from herald.kit.ids import short_id
+from herald.kit.outbound import OutboundPolicy
 from herald.kit.time import utcnow
 from herald.providers.http import create_http_client
 
@@ -81,6 +82,8 @@ class Worker:
     database_url: str | None = None
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{short_id(6)}")
     http: httpx.AsyncClient | None = None
+    # What the HTTP client made here (without ``http``) and SMTP may connect to (kit/outbound.py).
+    outbound: OutboundPolicy = field(default_factory=OutboundPolicy)
     # Requests the API of this process is answering now (0 for a standalone worker).
     pressure: Callable[[], int] = field(default=lambda: 0)
     # Give way to API processes that say they are busy (queue.BUSY wake-ups).
@@ -91,7 +94,7 @@ class Worker:
     def __post_init__(self) -> None:
         self._owns_http = self.http is None
         if self.http is None:
-            self.http = create_http_client()
+            self.http = create_http_client(outbound=self.outbound)
         self.runner = JobRunner(self.sessionmaker, self.http, self.box, self.settings, self.worker_id, self.batch_size)
         self._next_sweep = 0.0
         self._next_purge = 0.0

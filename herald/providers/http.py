@@ -6,16 +6,21 @@ import asyncio
 import ssl
 from typing import Any
 
+import httpcore
 import httpx
 
 from herald import __version__
 from herald.kit.crypto import mask_secret
+from herald.kit.outbound import GuardedAsyncBackend, OutboundPolicy, OutboundRefused
 from herald.providers.base import ProviderError
 
 CONNECT_TIMEOUT = 5.0
 TOTAL_TIMEOUT = 15.0
 # Statuses worth retrying besides 5xx: request timeout, and rate limiting.
 _TRANSIENT_4XX = frozenset({408, 429})
+# How much of a provider's error text is kept (execution details, errorText): a
+# provider's own message fits; a page of whatever answered does not.
+ERROR_EXCERPT_CHARS = 200
 _ERROR_KEYS = (
     "message",
     "Message",
@@ -31,27 +36,81 @@ _ERROR_KEYS = (
 )
 
 
+class OutboundClient(httpx.AsyncClient):
+    """The providers' client: every connection it opens is checked by ``outbound`` (kit/outbound.py).
+
+    Providers that connect without it (SMTP, the FCM token request) read the
+    same policy from it (:func:`outbound_policy`).
+    """
+
+    def __init__(self, *, outbound: OutboundPolicy, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.outbound = outbound
+
+
+class OutboundTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport over a connection pool whose network backend applies the outbound policy.
+
+    httpx's transport takes no network backend, so its pool is built again
+    here with the same TLS context, HTTP versions and limits, and a
+    :class:`GuardedAsyncBackend`.
+    """
+
+    def __init__(
+        self,
+        policy: OutboundPolicy,
+        *,
+        verify: ssl.SSLContext | bool = True,
+        http2: bool = True,
+        limits: httpx.Limits | None = None,
+    ) -> None:
+        limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's default
+        super().__init__(verify=verify, http2=http2, limits=limits, trust_env=False)
+        self.policy = policy
+        self._pool = httpcore.AsyncConnectionPool(
+            # SSL_CERT_FILE / SSL_CERT_DIR are still honoured, as httpx does by default.
+            ssl_context=httpx.create_ssl_context(verify=verify, trust_env=True),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            http1=True,
+            http2=http2,
+            network_backend=GuardedAsyncBackend(policy),
+        )
+
+
 def create_http_client(
     *,
     timeout: float = TOTAL_TIMEOUT,
     connect_timeout: float = CONNECT_TIMEOUT,
     http2: bool = True,
     verify: ssl.SSLContext | bool = True,
-) -> httpx.AsyncClient:
+    outbound: OutboundPolicy | None = None,
+) -> OutboundClient:
     """The client the engine hands to providers.
 
     ``timeout`` bounds every call as a whole (see :func:`send_request`) as
     well as each read and write; HTTP/2 is negotiated over TLS where the
     server offers it, which APNs requires. ``verify`` is the TLS trust (the
     system's by default; a test peer's own certificate in tests).
+    ``outbound`` is the outbound policy every connection is checked against
+    (the strict default when None). Proxies named in the environment are not
+    used: a proxy would connect on Herald's behalf to addresses never checked.
     """
-    return httpx.AsyncClient(
+    policy = outbound if outbound is not None else OutboundPolicy()
+    return OutboundClient(
+        outbound=policy,
+        transport=OutboundTransport(policy, verify=verify, http2=http2),
+        trust_env=False,
         timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
-        http2=http2,
-        verify=verify,
         follow_redirects=False,
         headers={"user-agent": f"herald/{__version__}"},
     )
+
+
+def outbound_policy(http: httpx.AsyncClient) -> OutboundPolicy:
+    """The outbound policy ``http`` applies; the strict default for a client not made by create_http_client."""
+    return http.outbound if isinstance(http, OutboundClient) else OutboundPolicy()
 
 
 async def send_request(
@@ -85,6 +144,13 @@ async def send_raw(http: httpx.AsyncClient, provider_id: str, method: str, url: 
         raise ProviderError(
             f"{provider_id}: could not reach {_origin(url)}: {exc or type(exc).__name__}", transient=True
         ) from exc
+    except OutboundRefused as exc:
+        raise refused_error(provider_id, exc) from None
+
+
+def refused_error(provider_id: str, refused: OutboundRefused) -> ProviderError:
+    """The permanent failure of a send the outbound policy refused."""
+    return ProviderError(f"{provider_id}: {refused}", transient=False)
 
 
 def error_from_response(provider_id: str, response: httpx.Response, text: str | None = None) -> ProviderError:
@@ -102,12 +168,24 @@ def is_transient_status(status: int) -> bool:
 
 
 def error_text(response: httpx.Response) -> str:
-    """The error message in a provider's answer, whatever its shape; the reason phrase when there is none."""
+    """The error message in a provider's JSON answer, whatever its shape, cut to a short excerpt.
+
+    Nothing else of the answer is repeated: whatever answered may not be the
+    provider (a URL pointing at some other service), and what the failure
+    records is shown to API callers. An answer without a JSON error field is
+    described by its reason phrase.
+    """
     body = json_body(response)
     text = _find_message(body) if body is not None else None
-    if not text:
-        text = response.text.strip()[:500]
-    return text or response.reason_phrase or "no error text"
+    if text:
+        return excerpt(text)
+    return f"{response.reason_phrase or 'no reason phrase'} (no JSON error field)"
+
+
+def excerpt(text: str, limit: int = ERROR_EXCERPT_CHARS) -> str:
+    """``text`` on one line, at most ``limit`` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def json_body(response: httpx.Response) -> Any:

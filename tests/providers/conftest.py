@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from herald.providers import create_http_client
-from tests.fixtures.peers import EcKey, HttpPeer, RsaKey, new_p8_key, new_rsa_key
+from tests.fixtures.peers import LOCAL_PEERS, EcKey, HttpPeer, RsaKey, new_p8_key, new_rsa_key
 from tests.providers.cases import Keys
 
 
@@ -31,14 +31,14 @@ def peer(_http_peer: HttpPeer) -> Iterator[HttpPeer]:
 
 @pytest.fixture(scope="session")
 async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with create_http_client(timeout=5.0) as client:
+    async with create_http_client(timeout=5.0, outbound=LOCAL_PEERS) as client:
         yield client
 
 
 @pytest.fixture(scope="session")
 async def impatient_http() -> AsyncIterator[httpx.AsyncClient]:
     """A client that gives up after 0.25 s, for a peer that stalls."""
-    async with create_http_client(timeout=0.25) as client:
+    async with create_http_client(timeout=0.25, outbound=LOCAL_PEERS) as client:
         yield client
 
 

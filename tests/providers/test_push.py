@@ -196,7 +196,7 @@ async def test_apns_speaks_http2_with_token_auth(h2_peer: Http2Peer, p8_key: EcK
     install_apns(h2_peer, p8_key)  # type: ignore[arg-type]
     credentials = apns_credentials(h2_peer, p8_key)  # type: ignore[arg-type]
 
-    async with create_http_client(timeout=5.0, verify=h2_peer.client_context()) as http:
+    async with create_http_client(timeout=5.0, verify=h2_peer.client_context(), outbound=peers.LOCAL_PEERS) as http:
         result = await ApnsProvider(credentials, http).send(with_tokens(APNS_TOKEN, overrides={"collapseId": "thread-t1"}))
 
     [request] = h2_peer.requests

@@ -120,16 +120,19 @@ async def test_blank_credentials_count_as_missing() -> None:
         ({"ErrorCode": 300, "Message": "Invalid email request"}, "Invalid email request (code 300)"),
         ({"error": "invalid_grant", "error_description": "Bad JWT"}, "Bad JWT"),
         ({"errors": ["one", "two"]}, "one; two"),
-        ({"nothing": "useful"}, '{"nothing":"useful"}'),
+        # Nothing else of an answer is repeated: it may not come from the provider at all.
+        ({"nothing": "useful"}, "Bad Request (no JSON error field)"),
+        ({"message": "x" * 5000}, "x" * 199 + "…"),
     ],
 )
 def test_error_text_finds_the_message_in_common_error_shapes(body: Any, expected: str) -> None:
     assert error_text(httpx.Response(400, json=body)) == expected
 
 
-def test_error_text_of_a_plain_or_empty_answer() -> None:
-    assert error_text(httpx.Response(401, text="Forbidden")) == "Forbidden"
-    assert error_text(httpx.Response(502)) == "Bad Gateway"
+def test_error_text_of_a_plain_or_empty_answer_is_its_reason_phrase() -> None:
+    assert error_text(httpx.Response(401, text="Forbidden")) == "Unauthorized (no JSON error field)"
+    assert error_text(httpx.Response(502)) == "Bad Gateway (no JSON error field)"
+    assert error_text(httpx.Response(200, text="<html>internal admin page</html>")) == "OK (no JSON error field)"
 
 
 async def test_invalid_url_is_permanent() -> None:

@@ -118,8 +118,15 @@ async def deliver(ctx: StepContext, deliveries: list[Delivery], already: dict[st
         await record_accepted(ctx, delivery.message)
         messages.append(delivery.message)
         note = f"; some recipients failed: {'; '.join(result.failures)}" if result.failures else ""
+        # Only the provider's id is kept of its answer: whatever answered a
+        # caller-written URL is not repeated to the caller (result.raw is not stored).
         details.append(
-            Detail("Success", f"Accepted by {provider_id} (id {result.provider_message_id}){note}", provider_id, raw=result.raw)
+            Detail(
+                "Success",
+                f"Accepted by {provider_id} (id {result.provider_message_id}){note}",
+                provider_id,
+                raw={"providerMessageId": result.provider_message_id},
+            )
         )
     if transient:
         return StepOutcome("failed", details=details, messages=messages, retryable=True, error_text="; ".join(transient))

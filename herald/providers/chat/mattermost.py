@@ -20,4 +20,4 @@ class MattermostProvider(ChatProvider):
         if message.channel:
             body["channel"] = message.channel
         response = await send_request(self.http, self.provider_id, "POST", url, json=body)
-        return SendResult(provider_message_id=None, raw={"status": response.status_code, "body": response.text})
+        return SendResult(provider_message_id=None, raw={"status": response.status_code})

@@ -6,7 +6,7 @@ import json
 from typing import Any, ClassVar
 
 from herald.providers.base import ChatMessage, ChatProvider, SendResult
-from herald.providers.http import json_object, send_request
+from herald.providers.http import send_request
 
 
 class MsTeamsProvider(ChatProvider):
@@ -25,7 +25,7 @@ class MsTeamsProvider(ChatProvider):
         response = await send_request(self.http, self.provider_id, "POST", url, json=_payload(message))
         return SendResult(
             provider_message_id=response.headers.get("request-id"),
-            raw=json_object(response) or {"status": response.status_code, "body": response.text},
+            raw={"status": response.status_code},
         )
 
 

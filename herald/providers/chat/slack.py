@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
 from herald.providers.base import ChatMessage, ChatProvider, SendResult
-from herald.providers.http import json_object, send_request
+from herald.providers.http import error_from_response, json_object, send_raw, send_request
 
 DEFAULT_BASE_URL = "https://slack.com"
 # Web API errors that say "try again later"; every other one is a refusal.
 _TRANSIENT_API_ERRORS = frozenset(
     {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
+# Incoming webhooks refuse in plain text with one error code (invalid_payload,
+# no_service, channel_is_archived, ...); only such a code is repeated in the error.
+_WEBHOOK_ERROR_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
 class SlackProvider(ChatProvider):
@@ -28,9 +32,12 @@ class SlackProvider(ChatProvider):
             return await self._post_message(token, channel, message)
 
         url = self.webhook_url(message)
-        response = await send_request(self.http, self.provider_id, "POST", url, json={"text": message.content})
+        response = await send_raw(self.http, self.provider_id, "POST", url, json={"text": message.content})
+        if not response.is_success:
+            code = response.text.strip()
+            raise error_from_response(self.provider_id, response, code if _WEBHOOK_ERROR_CODE.fullmatch(code) else None)
         # The webhook answers a plain "ok" and no message id.
-        return SendResult(provider_message_id=None, raw={"status": response.status_code, "body": response.text})
+        return SendResult(provider_message_id=None, raw={"status": response.status_code})
 
     async def _post_message(self, token: str, channel: str, message: ChatMessage) -> SendResult:
         body: dict[str, Any] = {"channel": channel, "text": message.content}

@@ -8,9 +8,10 @@ from typing import Any, ClassVar
 
 import aiosmtplib
 
+from herald.kit.outbound import OutboundRefused
 from herald.providers.base import EmailMessage, EmailProvider, ProviderError, SendResult
 from herald.providers.email.mime import build_mime
-from herald.providers.http import TOTAL_TIMEOUT
+from herald.providers.http import TOTAL_TIMEOUT, outbound_policy, refused_error
 
 
 class SmtpProvider(EmailProvider):
@@ -32,10 +33,10 @@ class SmtpProvider(EmailProvider):
         mime = build_mime(message, from_address, sender_name)
         recipients = [*message.to, *message.cc, *message.bcc]
         timeout = self.http.timeout.read or TOTAL_TIMEOUT
+        connect_timeout = min(self.http.timeout.connect or timeout, timeout)
 
         client = aiosmtplib.SMTP(
-            hostname=host,
-            port=port,
+            hostname=host,  # for TLS: SNI and the certificate
             use_tls=secure,
             start_tls=self._start_tls(secure),
             validate_certs=self._validate_certs(),
@@ -44,7 +45,21 @@ class SmtpProvider(EmailProvider):
             timeout=timeout,
         )
         try:
+            # Connected here, to an address the outbound policy checked, and
+            # handed to aiosmtplib, which would otherwise resolve the name again.
+            sock = await outbound_policy(self.http).connect_socket(host, port, connect_timeout)
+        except OutboundRefused as exc:
+            raise refused_error(self.provider_id, exc) from None
+        except TimeoutError as exc:
+            raise self.error(
+                f"SMTP server {host}:{port} timed out: no connection within {connect_timeout:g} s", transient=True
+            ) from exc
+        except OSError as exc:
+            raise self.error(f"could not reach SMTP server {host}:{port}: {exc}", transient=True) from exc
+        try:
             async with asyncio.timeout(timeout * 2):
+                # From here the socket is aiosmtplib's: its transport closes it.
+                await client.connect(sock=sock)
                 async with client:
                     refused, reply = await client.send_message(mime, sender=from_address, recipients=recipients)
         except aiosmtplib.SMTPRecipientsRefused as exc:

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 import jwt
 
 from herald.providers.base import ProviderError, PushMessage, PushProvider, SendResult
-from herald.providers.http import error_text, is_transient_status, json_object, send_raw
+from herald.providers.http import error_text, excerpt, is_transient_status, json_object, send_raw
 
 PRODUCTION_URL = "https://api.push.apple.com"
 SANDBOX_URL = "https://api.sandbox.push.apple.com"
@@ -67,7 +67,8 @@ class ApnsProvider(PushProvider):
         if response.is_success:
             apns_id: str | None = response.headers.get("apns-id")
             return apns_id
-        reason = json_object(response).get("reason") or error_text(response)
+        reason = json_object(response).get("reason")
+        reason = excerpt(str(reason)) if reason else error_text(response)
         return self.error(
             f"answered {response.status_code}: {reason}",
             # BadDeviceToken, Unregistered (410), topic and key problems are

@@ -55,7 +55,7 @@ class ExpoProvider(PushProvider):
             tickets = json_object(response).get("data")
             if not isinstance(tickets, list) or len(tickets) != len(batch):
                 raise self.error(
-                    f"unexpected answer: {response.text[:300]}", transient=True, status_code=response.status_code
+                    f"unexpected answer: {response.status_code} without a ticket for each message", transient=True, status_code=response.status_code
                 )
             outcomes += [(token, self._ticket_outcome(ticket)) for token, ticket in zip(batch, tickets, strict=True)]
         return self.settle(outcomes)

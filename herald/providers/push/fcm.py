@@ -8,18 +8,23 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import httpcore
 import httpx
 from google.auth import exceptions as google_exceptions
 from google.auth import transport as google_transport
 from google.oauth2 import service_account
 
+from herald.kit.outbound import GuardedSyncBackend, OutboundPolicy, OutboundRefused
 from herald.providers.base import ProviderError, PushMessage, PushProvider, SendResult
 from herald.providers.http import (
     TOTAL_TIMEOUT,
     error_text,
+    excerpt,
     is_transient_status,
     json_body,
     json_object,
+    outbound_policy,
+    refused_error,
     send_raw,
 )
 
@@ -113,15 +118,16 @@ class FcmProvider(PushProvider):
         lock = _refresh_locks.setdefault(cache_key, asyncio.Lock())
         async with lock:
             if not credentials.valid:
-                request = _HttpxRequest(self.http.timeout.read or TOTAL_TIMEOUT)
+                request = _HttpxRequest(self.http.timeout.read or TOTAL_TIMEOUT, outbound_policy(self.http))
                 try:
                     await asyncio.to_thread(credentials.refresh, request)
+                except OutboundRefused as exc:
+                    raise refused_error(self.provider_id, exc) from None
                 except google_exceptions.TransportError as exc:
                     raise self.error(f"could not reach the token endpoint: {exc}", transient=True) from None
                 except google_exceptions.RefreshError as exc:
-                    detail = exc.args[0] if exc.args and isinstance(exc.args[0], str) else str(exc)
                     raise self.error(
-                        f"the token endpoint refused the service account: {detail}",
+                        f"the token endpoint refused the service account: {_refresh_error(request.last_response)}",
                         transient=bool(getattr(exc, "retryable", False)),
                         status_code=request.last_status,
                     ) from None
@@ -171,8 +177,17 @@ def _fcm_error(response: httpx.Response) -> str:
             ),
             None,
         )
-        return f"{code or error.get('status') or 'error'}: {error.get('message') or 'no error text'}"
+        return excerpt(f"{code or error.get('status') or 'error'}: {error.get('message') or 'no error text'}")
     return error_text(response)
+
+
+def _refresh_error(response: httpx.Response | None) -> str:
+    """Why the token endpoint gave no token: its JSON error field, never the rest of its answer."""
+    if response is None:
+        return "no answer"
+    if response.is_success:
+        return f"answered {response.status_code} without an access token"
+    return f"answered {response.status_code}: {error_text(response)}"
 
 
 class _HttpxResponse(google_transport.Response):
@@ -193,11 +208,19 @@ class _HttpxResponse(google_transport.Response):
 
 
 class _HttpxRequest(google_transport.Request):
-    """google-auth's transport interface over httpx, so minting a token needs no other HTTP library."""
+    """google-auth's transport interface over httpx, so minting a token needs no other HTTP library.
 
-    def __init__(self, timeout: float) -> None:
-        self._client = httpx.Client(timeout=timeout)
-        self.last_status: int | None = None
+    Its connections go through the outbound policy too: ``token_uri`` comes
+    from the service account, which the caller wrote.
+    """
+
+    def __init__(self, timeout: float, outbound: OutboundPolicy) -> None:
+        self._client = httpx.Client(timeout=timeout, transport=_OutboundSyncTransport(outbound), trust_env=False)
+        self.last_response: httpx.Response | None = None
+
+    @property
+    def last_status(self) -> int | None:
+        return self.last_response.status_code if self.last_response is not None else None
 
     def __call__(
         self,
@@ -214,8 +237,18 @@ class _HttpxRequest(google_transport.Request):
             )
         except httpx.HTTPError as exc:
             raise google_exceptions.TransportError(exc) from exc
-        self.last_status = response.status_code
+        self.last_response = response
         return _HttpxResponse(response)
 
     def close(self) -> None:
         self._client.close()
+
+
+class _OutboundSyncTransport(httpx.HTTPTransport):
+    """httpx's synchronous transport over a pool whose network backend applies the outbound policy."""
+
+    def __init__(self, policy: OutboundPolicy) -> None:
+        super().__init__(trust_env=False)
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(trust_env=True), network_backend=GuardedSyncBackend(policy)
+        )

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 import httpx
 
 from herald.providers.base import ProviderError, SendResult, SmsMessage, SmsProvider
-from herald.providers.http import is_transient_status, send_raw
+from herald.providers.http import error_text, excerpt, is_transient_status, send_raw
 from herald.providers.signing import sigv4_headers
 
 _THROTTLING_CODES = frozenset({"Throttling", "ThrottlingException", "ThrottledException", "KMSThrottling"})
@@ -66,7 +66,9 @@ class SnsProvider(SmsProvider):
 
     def _error(self, response: httpx.Response, root: ElementTree.Element | None) -> ProviderError:
         code = _text(root, "Code")
-        text = _text(root, "Message") or response.text.strip()[:500] or response.reason_phrase
+        message = _text(root, "Message")
+        # The XML error's Message (or a JSON error field), never the rest of the answer (see http.error_text).
+        text = excerpt(message) if message else error_text(response)
         return self.error(
             f"answered {response.status_code}: {code + ': ' if code else ''}{text}",
             transient=is_transient_status(response.status_code) or code in _THROTTLING_CODES,

@@ -30,6 +30,9 @@ install-dev: $(VENV)/.installed-dev
 migrate: install
 	$(BIN)/herald migrate
 
+# The README's walkthrough delivers to the local mail catcher (herald dev-smtp, 127.0.0.1:2525), an
+# address the outbound policy refuses by default; a HERALD_OUTBOUND_ALLOW of your own (even empty) wins.
+run: export HERALD_OUTBOUND_ALLOW ?= 127.0.0.1
 run: install
 	$(BIN)/herald migrate
 	$(BIN)/herald bootstrap --announce

@@ -74,7 +74,11 @@ class SmtpProvider(EmailProvider):
             raise self._response_error(exc) from exc
         except (aiosmtplib.SMTPTimeoutError, TimeoutError) as exc:
             raise self.error(f"SMTP server {host}:{port} timed out: {exc}", transient=True) from exc
-        except (aiosmtplib.SMTPServerDisconnected, aiosmtplib.SMTPConnectError) as exc:
+        except aiosmtplib.SMTPConnectError as exc:
+            # aiosmtplib reports a failed TLS handshake (implicit TLS) as a connection error.
+            failed_tls = isinstance(exc.__cause__, ssl.SSLError)
+            raise self.error(f"could not talk to SMTP server {host}:{port}: {exc}", transient=not failed_tls) from exc
+        except aiosmtplib.SMTPServerDisconnected as exc:
             raise self.error(f"could not talk to SMTP server {host}:{port}: {exc}", transient=True) from exc
         except ssl.SSLError as exc:
             raise self.error(f"TLS with {host}:{port} failed: {exc}", transient=False) from exc

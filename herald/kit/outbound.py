@@ -127,7 +127,8 @@ class OutboundPolicy:
             except ValueError:
                 pass
             name = _normalize(entry)
-            if "/" in entry or ":" in entry or not _HOST_NAME.match(name):
+            # An all-numeric last label is a mistyped address (10.0.0), never a host name.
+            if "/" in entry or ":" in entry or not _HOST_NAME.match(name) or name.rsplit(".", 1)[-1].isdigit():
                 raise ValueError(f"{entry!r} is neither a host name, an IP address nor a CIDR range")
             hosts.add(name)
         return cls(frozenset(hosts), tuple(networks))

@@ -157,7 +157,7 @@ def error_from_response(provider_id: str, response: httpx.Response, text: str | 
     """ProviderError for a non-success answer, carrying the provider's own error text."""
     status = response.status_code
     return ProviderError(
-        f"{provider_id} answered {status}: {text or error_text(response)}",
+        f"{provider_id} answered {status}: {excerpt(text) if text else error_text(response)}",
         transient=is_transient_status(status),
         status_code=status,
     )
@@ -175,11 +175,16 @@ def error_text(response: httpx.Response) -> str:
     records is shown to API callers. An answer without a JSON error field is
     described by its reason phrase.
     """
-    body = json_body(response)
-    text = _find_message(body) if body is not None else None
+    text = error_field(json_body(response))
     if text:
-        return excerpt(text)
+        return text
     return f"{response.reason_phrase or 'no reason phrase'} (no JSON error field)"
+
+
+def error_field(body: Any) -> str | None:
+    """A short excerpt of the error message in a decoded JSON answer (see :func:`error_text`), or None."""
+    text = _find_message(body) if body is not None else None
+    return excerpt(text) if text else None
 
 
 def excerpt(text: str, limit: int = ERROR_EXCERPT_CHARS) -> str:

@@ -129,7 +129,9 @@ def test_without_the_setting_nothing_is_allowed(monkeypatch: pytest.MonkeyPatch,
     assert load_settings(data_dir=tmp_path, secret_key="k").outbound_allow == ()
 
 
-@pytest.mark.parametrize("entry", ["10.0.0.0/33", "http://hooks.internal", "hooks internal", "*.internal", "300.1.1.1/8"])
+@pytest.mark.parametrize(
+    "entry", ["10.0.0.0/33", "http://hooks.internal", "hooks internal", "*.internal", "300.1.1.1/8", "10.0.0", "-bad.example"]
+)
 def test_an_entry_that_cannot_be_read_is_a_settings_error(
     entry: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:

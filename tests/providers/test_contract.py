@@ -157,3 +157,31 @@ async def test_required_credentials_are_those_send_cannot_do_without(
         assert f"credential {name} is missing" in raised.value.message
         assert raised.value.transient is False
         assert peer.requests == []
+
+
+SECRET = "internal-service-secret-7f3a"
+
+
+@pytest.mark.parametrize("provider_id", PROVIDER_IDS)
+@pytest.mark.parametrize(
+    "answer",
+    [
+        status_answer(200, {"secret": SECRET, "data": {"token": SECRET}}),
+        status_answer(400, f"<html><body>internal admin page, {SECRET}</body></html>"),
+        status_answer(500, {"config": {"password": SECRET}}),
+    ],
+    ids=["200-json", "400-html", "500-json-without-error-field"],
+)
+async def test_an_answer_from_something_else_is_not_repeated(
+    provider_id: str, answer: Any, peer: HttpPeer, keys: Keys, http: httpx.AsyncClient
+) -> None:
+    """A baseUrl or webhook URL may point at a service that is not the provider: its answer stays out of errors."""
+    case = CASES[provider_id](peer, keys)
+    peer.route(*case.endpoint, answer)
+
+    try:
+        result = await build(case, http).send(case.message)
+    except ProviderError as error:
+        assert SECRET not in error.message
+    else:
+        assert SECRET not in str(result.provider_message_id)

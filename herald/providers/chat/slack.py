@@ -6,7 +6,7 @@ import re
 from typing import Any, ClassVar
 
 from herald.providers.base import ChatMessage, ChatProvider, SendResult
-from herald.providers.http import error_from_response, json_object, send_raw, send_request
+from herald.providers.http import error_from_response, excerpt, json_object, send_raw, send_request
 
 DEFAULT_BASE_URL = "https://slack.com"
 # Web API errors that say "try again later"; every other one is a refusal.
@@ -52,7 +52,7 @@ class SlackProvider(ChatProvider):
         answer = json_object(response)
         # The Web API answers 200 for refusals too; "ok" tells them apart.
         if not answer.get("ok"):
-            error = str(answer.get("error") or "no error text")
+            error = excerpt(str(answer.get("error") or "no error text"))
             raise self.error(
                 f"chat.postMessage refused: {error}",
                 transient=error in _TRANSIENT_API_ERRORS,

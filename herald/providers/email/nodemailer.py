@@ -11,7 +11,7 @@ import aiosmtplib
 from herald.kit.outbound import OutboundRefused
 from herald.providers.base import EmailMessage, EmailProvider, ProviderError, SendResult
 from herald.providers.email.mime import build_mime
-from herald.providers.http import TOTAL_TIMEOUT, outbound_policy, refused_error
+from herald.providers.http import TOTAL_TIMEOUT, excerpt, outbound_policy, refused_error
 
 
 class SmtpProvider(EmailProvider):
@@ -122,7 +122,7 @@ class SmtpProvider(EmailProvider):
             "authentication failed" if isinstance(exc, aiosmtplib.SMTPAuthenticationError) else "SMTP server answered"
         )
         return self.error(
-            f"{kind}: {exc.code} {exc.message}",
+            f"{kind}: {exc.code} {excerpt(exc.message)}",
             # 4yz replies are temporary by definition (RFC 5321 §4.2.1), 5yz permanent.
             transient=400 <= exc.code < 500,
             status_code=exc.code,

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from herald.providers.base import EmailMessage, EmailProvider, SendResult
 from herald.providers.email.mime import format_address
-from herald.providers.http import json_object, send_request
+from herald.providers.http import excerpt, json_object, send_request
 
 DEFAULT_BASE_URL = "https://api.postmarkapp.com"
 
@@ -60,7 +60,7 @@ class PostmarkProvider(EmailProvider):
         # A refusal always carries a non-zero ErrorCode; never count one as sent.
         if answer.get("ErrorCode") not in (None, 0):
             raise self.error(
-                f"refused the email: {answer.get('Message')} (ErrorCode {answer.get('ErrorCode')})",
+                f"refused the email: {excerpt(str(answer.get('Message')))} (ErrorCode {excerpt(str(answer.get('ErrorCode')))})",
                 transient=False,
                 status_code=response.status_code,
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from herald.providers.base import ProviderError, PushMessage, PushProvider, SendResult
-from herald.providers.http import json_object, send_request
+from herald.providers.http import excerpt, json_object, send_request
 
 DEFAULT_BASE_URL = "https://exp.host"
 BATCH_SIZE = 100  # Expo's limit of messages per request
@@ -68,6 +68,6 @@ class ExpoProvider(PushProvider):
         code = details.get("error")
         text = ticket.get("message") or "no error text"
         return self.error(
-            f"ticket error: {code + ': ' if code else ''}{text}",
+            excerpt(f"ticket error: {str(code) + ': ' if code else ''}{text}"),
             transient=code in _TRANSIENT_TICKET_ERRORS,
         )

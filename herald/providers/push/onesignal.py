@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from herald.providers.base import PushMessage, PushProvider, SendResult
-from herald.providers.http import json_object, send_request
+from herald.providers.http import error_field, json_object, send_request
 
 DEFAULT_BASE_URL = "https://onesignal.com"
 
@@ -75,7 +75,8 @@ class OneSignalProvider(PushProvider):
         notification_id = answer.get("id") or None
         if not notification_id:
             # 200 without an id: nobody was reachable ("All included players are not subscribed").
-            raise self.error(f"no notification created: {errors or answer}", transient=False, status_code=status)
+            why = error_field(errors) or "the answer has no notification id"
+            raise self.error(f"no notification created: {why}", transient=False, status_code=status)
         invalid: list[str] = []
         if isinstance(errors, dict):
             for key in ("invalid_player_ids", "invalid_aliases", "invalid_external_user_ids"):

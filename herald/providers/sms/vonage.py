@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from herald.providers.base import SendResult, SmsMessage, SmsProvider
-from herald.providers.http import json_object, send_request
+from herald.providers.http import excerpt, json_object, send_request
 
 DEFAULT_BASE_URL = "https://rest.nexmo.com"
 # Per-message statuses that only say "not now": throttled, internal error.
@@ -41,12 +41,12 @@ class VonageProvider(SmsProvider):
         # Vonage answers 200 even when it refuses: each message part has its own status.
         parts = answer.get("messages") or []
         if not parts:
-            raise self.error(f"answer without messages: {answer}", transient=True, status_code=response.status_code)
+            raise self.error("answer without messages", transient=True, status_code=response.status_code)
         for part in parts:
             status = str(part.get("status", ""))
             if status != "0":
                 raise self.error(
-                    f"refused the message: {part.get('error-text') or 'no error text'} (status {status})",
+                    f"refused the message: {excerpt(str(part.get('error-text') or 'no error text'))} (status {status})",
                     transient=status in _TRANSIENT_STATUSES,
                     status_code=response.status_code,
                 )

@@ -159,14 +159,19 @@ class OutboundPolicy:
 
     async def resolve(self, host: str, port: int, timeout: float | None = None) -> list[tuple[socket.AddressFamily, tuple[typing.Any, ...]]]:
         """Resolve ``host`` once (the event loop's getaddrinfo) and check every address; (family, sockaddr) pairs."""
-        loop = asyncio.get_running_loop()
-        async with asyncio.timeout(timeout):
-            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+        infos = _literal(host, port)
+        if infos is None:
+            loop = asyncio.get_running_loop()
+            async with asyncio.timeout(timeout):
+                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
         return self._checked(host, infos)
 
     def resolve_sync(self, host: str, port: int) -> list[tuple[socket.AddressFamily, tuple[typing.Any, ...]]]:
         """:meth:`resolve` for synchronous callers."""
-        return self._checked(host, socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP))
+        infos = _literal(host, port)
+        if infos is None:
+            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+        return self._checked(host, infos)
 
     def _checked(self, host: str, infos: list[typing.Any]) -> list[tuple[socket.AddressFamily, tuple[typing.Any, ...]]]:
         found: list[tuple[socket.AddressFamily, tuple[typing.Any, ...]]] = []
@@ -292,6 +297,19 @@ class GuardedSyncBackend(httpcore.NetworkBackend):
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
+
+
+def _literal(host: str, port: int) -> list[typing.Any] | None:
+    """getaddrinfo's answer for an IP address (no lookup, no executor thread), or None for a name."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.scope_id:
+            return None  # getaddrinfo turns the scope's name into its number
+        return [(socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (host, port, 0, 0))]
+    return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (host, port))]
 
 
 def _address_text(sockaddr: tuple[typing.Any, ...]) -> str:

@@ -63,6 +63,16 @@ OPERATORS = frozenset(
 )
 ON_VALUES = ("subscriber", "payload", "tenant")
 
+# Bounds on what one condition may ask for (docs/filters.md, "Limits"): a filter is
+# evaluated on the worker's event loop, in the API process under ``herald serve``.
+MAX_VALUE_CHARS = 10_000
+"""A condition's value, rendered."""
+MAX_LIKE_PATTERN_CHARS = 1_000
+MAX_LIKE_TEXT_CHARS = 100_000
+"""The field a LIKE reads (all the items of a list together)."""
+MAX_COMPARISONS = 10_000
+"""Pairs compared by IN, NOT_IN, ANY_IN, ALL_IN (field items × listed values)."""
+
 
 @dataclass(frozen=True)
 class FilterContext:
@@ -214,6 +224,8 @@ def _evaluate_child(condition: Mapping[str, Any], context: FilterContext) -> tup
     field_path: str = condition["field"].strip()
     operator: str = condition["operator"].upper()
     expected = _expected_value(condition.get("value"), context)
+    if isinstance(expected, str) and len(expected) > MAX_VALUE_CHARS:
+        raise _Invalid(f"value has {len(expected):,} characters, more than {MAX_VALUE_CHARS:,} (filter limit)")
     actual = lookup(context.root(on), field_path)
     passed, note = _apply_operator(operator, actual, expected)
     shown_actual = "missing" if actual is MISSING else f"actual {_show(actual)}"
@@ -293,18 +305,29 @@ def _apply_operator(operator: str, actual: Any, expected: Any) -> tuple[bool, st
         values = _value_list(expected)
         if not values:
             return False, "empty list"
-        return any(_equal(item, value) for item in _items(actual) for value in values), ""
+        items = _compared_items(operator, actual, values)
+        return any(_equal(item, value) for item in items for value in values), ""
     if operator == "ALL_IN":
         values = _value_list(expected)
         if not values:
             return False, "empty list"
-        items = _items(actual)
+        items = _compared_items(operator, actual, values)
         return all(any(_equal(item, value) for item in items) for value in values), ""
     if operator == "BETWEEN":
         return _between(actual, expected)
     if operator == "LIKE":
         return _like(actual, expected)
     raise _Invalid(f"unknown operator {operator!r}")
+
+
+def _compared_items(operator: str, actual: Any, values: list[Any]) -> list[Any]:
+    items = _items(actual)
+    if len(items) * len(values) > MAX_COMPARISONS:
+        raise _Invalid(
+            f"{operator} would compare {len(items):,} items with {len(values):,} values, "
+            f"more than {MAX_COMPARISONS:,} pairs (filter limit)"
+        )
+    return items
 
 
 _ORDERING = {
@@ -345,42 +368,142 @@ _SINGULAR = {"numbers": "number", "dates": "date", "booleans": "boolean", "text"
 
 def _like(actual: Any, expected: Any) -> tuple[bool, str]:
     pattern = _text(expected)
+    if len(pattern) > MAX_LIKE_PATTERN_CHARS:
+        raise _Invalid(
+            f"LIKE pattern has {len(pattern):,} characters, more than {MAX_LIKE_PATTERN_CHARS:,} (filter limit)"
+        )
     matcher = _like_matcher(pattern)
     if isinstance(actual, Mapping):
         return False, "an object is not text"
-    return any(matcher(_text(item)) for item in _items(actual)), ""
+    texts = [_text(item) for item in _items(actual)]
+    total = sum(len(text) for text in texts)
+    if total > MAX_LIKE_TEXT_CHARS:
+        raise _Invalid(f"LIKE value has {total:,} characters, more than {MAX_LIKE_TEXT_CHARS:,} (filter limit)")
+    return any(matcher(text) for text in texts), ""
 
 
-def _like_matcher(pattern: str) -> Any:
-    """SQL LIKE, case-insensitive: % any run, _ one character, \\ escapes; no wildcard means "contains"."""
-    pieces: list[str] = []
-    has_wildcard = False
-    literal: list[str] = []
+_ANY_RUN = object()
+_ONE = object()
+
+
+def _like_tokens(pattern: str) -> list[Any]:
+    """The pattern as literal characters, ``_ONE`` (``_``) and ``_ANY_RUN`` (``%``, runs collapsed)."""
+    tokens: list[Any] = []
     index = 0
     while index < len(pattern):
         char = pattern[index]
         if char == "\\" and index + 1 < len(pattern):
-            literal.append(pattern[index + 1])
-            pieces.append(re.escape(pattern[index + 1]))
+            tokens.append(pattern[index + 1])
             index += 2
             continue
         if char == "%":
-            pieces.append(".*")
-            has_wildcard = True
+            if not tokens or tokens[-1] is not _ANY_RUN:
+                tokens.append(_ANY_RUN)
         elif char == "_":
-            pieces.append(".")
-            has_wildcard = True
+            tokens.append(_ONE)
         else:
-            literal.append(char)
-            pieces.append(re.escape(char))
+            tokens.append(char)
         index += 1
-    if has_wildcard:
-        regex = re.compile("".join(pieces), re.IGNORECASE | re.DOTALL)
-        return lambda text: regex.fullmatch(text) is not None
-    needle = "".join(literal).casefold()
-    if not needle:
-        return lambda text: text == ""
-    return lambda text: needle in text.casefold()
+    return tokens
+
+
+def _like_matcher(pattern: str) -> Any:
+    """SQL LIKE, case-insensitive: % any run, _ one character, \\ escapes; no wildcard means "contains".
+
+    Linear in the value's length: a pattern without ``_`` is matched by finding its
+    literal pieces in turn (the leftmost place of each is always a right one), a
+    pattern with ``_`` by running its automaton on all its states at once (one bit
+    a state), never by backtracking.
+    """
+    tokens = _like_tokens(pattern)
+    if not any(token is _ANY_RUN or token is _ONE for token in tokens):
+        needle = "".join(tokens).casefold()
+        if not needle:
+            return lambda text: text == ""
+        return lambda text: needle in text.casefold()
+    if not any(token is _ONE for token in tokens):
+        return _pieces_matcher(tokens)
+    return _automaton_matcher(tokens)
+
+
+def _pieces_matcher(tokens: list[Any]) -> Any:
+    pieces = [""]
+    for token in tokens:
+        if token is _ANY_RUN:
+            pieces.append("")
+        else:
+            pieces[-1] += token
+    folded = [_fold(piece) for piece in pieces]
+    first, *middle, last = folded  # at least one % splits the pattern in two
+
+    def match(text: str) -> bool:
+        value = _fold(text)
+        end = len(value) - len(last)
+        if end < len(first) or not value.startswith(first) or not value.endswith(last):
+            return False
+        position = len(first)
+        for piece in middle:
+            found = value.find(piece, position, end)
+            if found < 0:
+                return False
+            position = found + len(piece)
+        return True
+
+    return match
+
+
+def _automaton_matcher(tokens: list[Any]) -> Any:
+    # State i: the first i characters of the pattern (% aside) are matched. Bit i of
+    # ``loops`` says a % follows them (state i stays on any character); bit i of a
+    # character's mask says the pattern's i-th character accepts it.
+    loops = 0
+    any_char = 0
+    by_char: dict[str, int] = {}
+    state = 0
+    for token in tokens:
+        if token is _ANY_RUN:
+            loops |= 1 << state
+            continue
+        state += 1
+        if token is _ONE:
+            any_char |= 1 << state
+        else:
+            key = _fold(token)
+            by_char[key] = by_char.get(key, 0) | 1 << state
+    accept = 1 << state
+    masks = {char: mask | any_char for char, mask in by_char.items()}
+
+    def match(text: str) -> bool:
+        active = 1
+        for char in _fold(text):
+            active = ((active << 1) & masks.get(char, any_char)) | (active & loops)
+            if not active:
+                return False
+        return bool(active & accept)
+
+    return match
+
+
+class _FoldTable(dict[int, str]):
+    """Each character's case-folded form, one character for one (so ``_`` still counts one)."""
+
+    def __missing__(self, code: int) -> str:
+        char = chr(code)
+        folded = char.casefold()
+        if len(folded) != 1:
+            folded = char.lower()
+        if len(folded) != 1:
+            folded = char
+        if len(self) < 4096:
+            self[code] = folded
+        return folded
+
+
+_FOLD = _FoldTable()
+
+
+def _fold(text: str) -> str:
+    return text.lower() if text.isascii() else text.translate(_FOLD)
 
 
 # --------------------------------------------------------------------------- coercion

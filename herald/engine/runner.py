@@ -32,6 +32,7 @@ from herald.engine.queue import JobLost
 from herald.engine.repository import EngineRepository, detail_row
 from herald.engine.steps import STEP_RUNNERS
 from herald.engine.steps.base import Detail, EngineSettings, StepContext, StepOutcome
+from herald.engine.templates import give_way
 from herald.kit.crypto import SecretBox
 from herald.kit.db import without_transaction
 from herald.kit.ids import new_id
@@ -408,6 +409,7 @@ class JobRunner:
             await self._fail_for_good(session, owned, Detail("Failed", f"Step not run: {reason}"), with_message=False)
 
     async def _evaluate(self, ctx: StepContext) -> StepOutcome:
+        await give_way()  # after long renders, let the event loop serve others first
         filters = ctx.step.get("filters") or []
         resumed = bool((ctx.job.data or {}).get("wait_until") or (ctx.job.data or {}).get("digest_open"))
         if filters and not resumed:

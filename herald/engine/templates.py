@@ -17,23 +17,35 @@ Undefined variables render as empty strings; malformed templates raise
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from html.parser import HTMLParser
 from typing import Any, ClassVar
 
-from liquid import BoundTemplate, Environment, Markup
-from liquid.exceptions import LiquidError
+from liquid import BoundTemplate, Environment, Markup, RenderContext
+from liquid.exceptions import (
+    BlockNestingError,
+    ContextDepthError,
+    LiquidError,
+    LocalNamespaceLimitError,
+    LoopIterationLimitError,
+    OutputStreamLimitError,
+    ResourceLimitError,
+)
+from liquid.undefined import UNDEFINED
 
 __all__ = [
     "NAMESPACES",
     "RenderedEmail",
     "RenderedPush",
     "TemplateError",
+    "give_way",
     "html_to_text",
     "render_chat",
     "render_email",
@@ -51,15 +63,58 @@ NAMESPACES = frozenset({"subscriber", "payload", "step", "tenant", "actor", "bra
 
 COMPILED_CACHE_SIZE = 2048
 
+# --------------------------------------------------------------------------- limits
+#
+# Templates and payloads come from API users, and a render runs on the worker's event
+# loop (in the API process itself under ``herald serve``): one render may not take the
+# process's memory or stall its loop. Each limit fails the render with a TemplateError
+# that names it, and the step fails for good (docs/templates.md, "Limits").
+
+MAX_TEMPLATE_CHARS = 100_000
+"""A template's source (the workflow's whole body may be 100 KB)."""
+MAX_MARKUP_CHARS = 10_000
+"""The characters of a template's tags and outputs ({{ }}, {% %}); parsing them costs up to 3.5 µs each."""
+MAX_OUTPUT_BYTES = 1_000_000
+"""What one render writes, UTF-8 (python-liquid's output_stream_limit)."""
+MAX_STRING_CHARS = 1_000_000
+"""A string a template reads from its variables, or a filter takes or makes."""
+MAX_ITEMS = 10_000
+"""The items of a list a filter takes or makes (size, first and last take any)."""
+MAX_NUMBER = 10**1000
+"""Numbers a filter makes stay below this (a thousand digits)."""
+MAX_LOOP_ITERATIONS = 10_000
+"""Loop iterations of one render, all loops together (python-liquid counts each loop alone)."""
+MAX_ASSIGNED_BYTES = 2_000_000
+"""The values of assign and capture together, as sys.getsizeof counts (python-liquid's local_namespace_limit)."""
+MAX_NESTING = 30
+"""Blocks inside blocks (python-liquid's block_nesting_limit and context_depth_limit)."""
+MAX_RENDER_SECONDS = 0.05
+"""CPU time of one render; a 100-event digest email takes about 5 ms."""
+GIVE_WAY_AFTER_SECONDS = 0.01
+"""Render time after which the next step waits for the event loop's next turn (see give_way)."""
+
 
 class TemplateError(Exception):
-    """A template that cannot be compiled or rendered; the message says where and why."""
+    """A template that cannot be compiled or rendered; the message says where and why.
 
-    def __init__(self, message: str, *, line: int | None = None, column: int | None = None) -> None:
+    ``limit`` is True when the template went past one of the limits above.
+    """
+
+    def __init__(
+        self, message: str, *, line: int | None = None, column: int | None = None, limit: bool = False
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.line = line
         self.column = column
+        self.limit = limit
+
+
+class RenderLimitError(ResourceLimitError):
+    """A render that went past one of Herald's limits; the message names it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, token=None)
 
 
 # --------------------------------------------------------------------------- Liquid set-up
@@ -73,10 +128,174 @@ def _titlecase_filter(value: object) -> str:
     return " ".join(word[:1].upper() + word[1:].lower() for word in str(value).split(" "))
 
 
+def _check_value(value: object, what: str) -> None:
+    if isinstance(value, str):
+        if len(value) > MAX_STRING_CHARS:
+            raise RenderLimitError(
+                f"{what} is a string of {len(value):,} characters, more than {MAX_STRING_CHARS:,} (render limit)"
+            )
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if not -MAX_NUMBER < value < MAX_NUMBER:
+            raise RenderLimitError(f"{what} is a number of more than 1,000 digits (render limit)")
+    elif isinstance(value, list | tuple | range | Mapping | set | frozenset) and len(value) > MAX_ITEMS:
+        raise RenderLimitError(f"{what} has {len(value):,} items, more than {MAX_ITEMS:,} (render limit)")
+
+
+def _text_size(value: object, budget: int) -> int:
+    """Roughly the characters of ``value`` written out, counted until past ``budget``."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, Mapping):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, list | tuple):
+        total = 2
+        for item in value:
+            total += 1 + _text_size(item, budget - total)
+            if total > budget:
+                break
+        return total
+    return 24
+
+
+def _check_text_size(value: object, what: str) -> None:
+    if isinstance(value, list | tuple | Mapping) and _text_size(value, MAX_STRING_CHARS) > MAX_STRING_CHARS:
+        raise RenderLimitError(f"{what} would make text of more than {MAX_STRING_CHARS:,} characters (render limit)")
+
+
+def _longer_than_limit(length: int, name: str) -> None:
+    if length > MAX_STRING_CHARS:
+        raise RenderLimitError(f"{name} would make a string of {length:,} characters, more than {MAX_STRING_CHARS:,} (render limit)")
+
+
+def _before_append(name: str, left: object, args: tuple[Any, ...]) -> None:
+    if args and isinstance(left, str) and isinstance(args[0], str):
+        _longer_than_limit(len(left) + len(args[0]), name)
+
+
+def _before_replace(name: str, left: object, args: tuple[Any, ...]) -> None:
+    if len(args) >= 2 and isinstance(left, str):
+        old, new = str(args[0]), str(args[1])
+        count = left.count(old) if name == "replace" else 1
+        _longer_than_limit(len(left) + count * max(0, len(new) - len(old)), name)
+
+
+def _before_join(name: str, left: object, args: tuple[Any, ...]) -> None:
+    if isinstance(left, list | tuple):
+        separator = len(str(args[0])) if args else 1
+        _longer_than_limit(_text_size(left, MAX_STRING_CHARS) + separator * len(left), name)
+
+
+def _before_times(name: str, left: object, args: tuple[Any, ...]) -> None:
+    if args and isinstance(left, int) and isinstance(args[0], int) and left.bit_length() + args[0].bit_length() > 3400:
+        raise RenderLimitError(f"{name} would make a number of more than 1,000 digits (render limit)")
+
+
+# Filters whose result can be much larger than what they take: checked before they run.
+_BEFORE = {
+    "append": _before_append,
+    "prepend": _before_append,
+    "replace": _before_replace,
+    "replace_first": _before_replace,
+    "replace_last": _before_replace,
+    "join": _before_join,
+    "times": _before_times,
+}
+# Filters that read a list without writing it out (the others may write it as text).
+_READ_ONLY_ON_LISTS = frozenset(
+    {"size", "first", "last", "slice", "sort", "sort_natural", "map", "where", "reject", "find", "find_index",
+     "has", "uniq", "reverse", "compact", "concat", "sum", "default", "safe"}
+)
+_ANY_LENGTH = frozenset({"size", "first", "last", "default"})
+
+
+class _BoundedContext(RenderContext):
+    """A render context that keeps the render within the limits (loop iterations of
+    all loops together, the size of what variables and filters give, CPU time)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._nodes = 0
+        self._iterations = 0
+        self._cpu_started = time.thread_time()
+        self._wall_deadline = time.perf_counter() + MAX_RENDER_SECONDS
+        super().__init__(*args, **kwargs)
+
+    # Every node checks ``disabled_tags`` before it renders: the hook to keep time.
+    @property
+    def disabled_tags(self) -> list[str]:
+        self._nodes += 1
+        if not self._nodes & 31:
+            self._check_time()
+        return self._disabled_tags
+
+    @disabled_tags.setter
+    def disabled_tags(self, value: list[str]) -> None:
+        self._disabled_tags = value
+
+    def _check_time(self) -> None:
+        # perf_counter is cheap; the thread's CPU time (ten times dearer) is read only when the
+        # wall clock says the time may be up, so time spent waiting for the CPU does not count.
+        if time.perf_counter() < self._wall_deadline:
+            return
+        spent = time.thread_time() - self._cpu_started
+        if spent > MAX_RENDER_SECONDS:
+            raise RenderLimitError(f"render took more than {MAX_RENDER_SECONDS * 1000:.0f} ms of CPU (render limit)")
+        self._wall_deadline = time.perf_counter() + MAX_RENDER_SECONDS - spent
+
+    def raise_for_loop_limit(self, length: int = 1) -> None:
+        self._iterations += length
+        if self._iterations > MAX_LOOP_ITERATIONS:
+            raise RenderLimitError(f"loop iteration limit of {MAX_LOOP_ITERATIONS:,} reached (render limit)")
+        self._check_time()
+        super().raise_for_loop_limit(length)
+
+    def get(self, path: list[object], *, token: Any, default: object = UNDEFINED) -> object:
+        value = super().get(path, token=token, default=default)
+        if isinstance(value, str) and len(value) > MAX_STRING_CHARS:
+            shown = ".".join(str(segment) for segment in path)
+            _check_value(value, f"'{shown}'")
+        return value
+
+    def filter(self, name: str, token: Any) -> Callable[..., object]:  # noqa: A003
+        func = super().filter(name, token)
+
+        def bounded(left: object, *args: Any, **kwargs: Any) -> object:
+            self._check_time()
+            what = f"the input of {name}"
+            if name not in _ANY_LENGTH:
+                _check_value(left, what)
+            if name not in _READ_ONLY_ON_LISTS:
+                _check_text_size(left, what)
+            for arg in args:
+                _check_value(arg, f"an argument of {name}")
+            before = _BEFORE.get(name)
+            if before is not None:
+                before(name, left, args)
+            try:
+                result = func(left, *args, **kwargs)
+            except (ValueError, OverflowError, ArithmeticError) as err:
+                if isinstance(err, LiquidError):
+                    raise
+                raise RenderLimitError(f"{name}: {err}") from None
+            _check_value(result, f"the result of {name}")
+            if name == "concat":
+                _check_text_size(result, "the result of concat")
+            return result
+
+        return bounded
+
+
+class _Template(BoundTemplate):
+    context_class = _BoundedContext
+
+
 class _Environment(Environment):
-    # Templates come from API users: bound the work one render may do.
-    loop_iteration_limit: ClassVar[int | None] = 100_000
-    output_stream_limit: ClassVar[int | None] = 5_000_000
+    # Templates come from API users: bound the work one render may do (see the limits above).
+    template_class = _Template
+    loop_iteration_limit: ClassVar[int | None] = MAX_LOOP_ITERATIONS
+    output_stream_limit: ClassVar[int | None] = MAX_OUTPUT_BYTES
+    local_namespace_limit: ClassVar[int | None] = MAX_ASSIGNED_BYTES
+    block_nesting_limit: ClassVar[int] = MAX_NESTING
+    context_depth_limit: ClassVar[int] = MAX_NESTING
 
 
 def _environment(*, autoescape: bool) -> Environment:
@@ -88,6 +307,15 @@ def _environment(*, autoescape: bool) -> Environment:
 
 _TEXT_ENV = _environment(autoescape=False)
 _HTML_ENV = _environment(autoescape=True)
+
+# python-liquid's own limit errors, in words that name the limit.
+_LIMIT_MESSAGES: dict[type[LiquidError], str] = {
+    OutputStreamLimitError: f"output exceeds {MAX_OUTPUT_BYTES:,} bytes (render limit)",
+    LocalNamespaceLimitError: f"assigned values exceed {MAX_ASSIGNED_BYTES:,} bytes (render limit)",
+    LoopIterationLimitError: f"loop iteration limit of {MAX_LOOP_ITERATIONS:,} reached (render limit)",
+    BlockNestingError: f"blocks nested more than {MAX_NESTING} deep (render limit)",
+    ContextDepthError: f"blocks nested more than {MAX_NESTING} deep (render limit)",
+}
 
 
 def _error_position(err: LiquidError) -> tuple[int | None, int | None]:
@@ -101,11 +329,39 @@ def _error_position(err: LiquidError) -> tuple[int | None, int | None]:
 def _template_error(prefix: str, err: LiquidError) -> TemplateError:
     line, column = _error_position(err)
     where = f" at line {line}, column {column}" if line is not None else ""
-    return TemplateError(f"{prefix}: {err.message}{where}", line=line, column=column)
+    limit = isinstance(err, ResourceLimitError)
+    message = _LIMIT_MESSAGES.get(type(err), err.message) if limit else err.message
+    return TemplateError(f"{prefix}: {message}{where}", line=line, column=column, limit=limit)
+
+
+def _markup_chars(source: str) -> int:
+    """The characters from each ``{{`` or ``{%`` to its closing (or to the end); linear time."""
+    total = 0
+    next_output, next_tag = source.find("{{"), source.find("{%")
+    while next_output >= 0 or next_tag >= 0:
+        if next_tag < 0 or 0 <= next_output < next_tag:
+            start, closing = next_output, "}}"
+        else:
+            start, closing = next_tag, "%}"
+        end = source.find(closing, start + 2)
+        if end < 0:
+            return total + len(source) - start
+        total += end + 2 - start
+        if 0 <= next_output < end + 2:
+            next_output = source.find("{{", end + 2)
+        if 0 <= next_tag < end + 2:
+            next_tag = source.find("{%", end + 2)
+    return total
 
 
 @lru_cache(maxsize=COMPILED_CACHE_SIZE)
 def _compile(source: str, autoescape: bool) -> BoundTemplate:
+    markup = _markup_chars(source)
+    if markup > MAX_MARKUP_CHARS:
+        raise TemplateError(
+            f"template has {markup:,} characters of tags and outputs, more than {MAX_MARKUP_CHARS:,} (render limit)",
+            limit=True,
+        )
     liquid_source = translate_handlebars(source)
     env = _HTML_ENV if autoescape else _TEXT_ENV
     try:
@@ -127,20 +383,61 @@ def _variables(context: Mapping[str, Any]) -> dict[str, Any]:
     return variables
 
 
+_spent = 0.0
+"""Seconds rendered since the event loop last had a turn (see give_way)."""
+_reset_on: asyncio.AbstractEventLoop | None = None
+"""The loop whose next turn will set ``_spent`` back to 0."""
+
+
 def _render(source: str, context: Mapping[str, Any], *, autoescape: bool, extra: Mapping[str, Any] | None = None) -> str:
+    global _spent
     if not isinstance(source, str):
         raise TemplateError(f"template must be a string, got {type(source).__name__}")
     if "{{" not in source and "{%" not in source:
         # Nothing to evaluate; in HTML the literal text is the author's markup.
         return source
-    template = _compile(source, autoescape)
-    variables = _variables(context)
-    if extra:
-        variables.update(extra)
+    if len(source) > MAX_TEMPLATE_CHARS:
+        raise TemplateError(
+            f"template has {len(source):,} characters, more than {MAX_TEMPLATE_CHARS:,} (render limit)", limit=True
+        )
+    started = time.perf_counter()
     try:
-        return template.render(**variables)
-    except LiquidError as err:
-        raise _template_error("template could not be rendered", err) from None
+        template = _compile(source, autoescape)
+        variables = _variables(context)
+        if extra:
+            variables.update(extra)
+        try:
+            return template.render(**variables)
+        except LiquidError as err:
+            raise _template_error("template could not be rendered", err) from None
+        except RecursionError:
+            raise TemplateError(f"blocks nested more than {MAX_NESTING} deep (render limit)", limit=True) from None
+    finally:
+        _spent += time.perf_counter() - started
+
+
+async def give_way() -> None:
+    """Wait for the event loop's next turn when renders took long since its last one.
+
+    Steps that render run one after another on the event loop (the worker's concurrent
+    steps start in the same turn): without a turn between two long renders, a request
+    to the API would wait for both.
+    """
+    global _reset_on
+    while _spent >= GIVE_WAY_AFTER_SECONDS:
+        loop = asyncio.get_running_loop()
+        if _reset_on is not loop:
+            # Scheduled before this step's own wake-up: the turn starts by clearing the
+            # account, the first step woken renders, the others wait one more turn.
+            _reset_on = loop
+            loop.call_soon(_new_turn)
+        await asyncio.sleep(0)
+
+
+def _new_turn() -> None:
+    global _spent, _reset_on
+    _spent = 0.0
+    _reset_on = None
 
 
 def render_text(source: str, context: Mapping[str, Any]) -> str:
@@ -159,15 +456,12 @@ def render_html(source: str, context: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- Handlebars
 
 
-_RAW_BLOCK = re.compile(
-    r"(\{%-?\s*raw\s*-?%\}.*?\{%-?\s*endraw\s*-?%\}|\{%-?\s*comment\s*-?%\}.*?\{%-?\s*endcomment\s*-?%\})",
-    re.S,
-)
-_MUSTACHE = re.compile(
-    r"\{\{!--.*?--\}\}"  # block comment, may contain "}}"
-    r"|\{\{(?P<triple>\{)?(?P<lws>[~-]?)(?P<body>.*?)(?P<rws>[~-]?)(?(triple)\}\}\}|\}\})",
-    re.S,
-)
+# A raw or comment block's opening and closing tags; the text between them is left alone.
+_RAW_OPEN = re.compile(r"\{%-?\s*(raw|comment)\s*-?%\}")
+_RAW_CLOSE = {
+    "raw": re.compile(r"\{%-?\s*endraw\s*-?%\}"),
+    "comment": re.compile(r"\{%-?\s*endcomment\s*-?%\}"),
+}
 _ARG = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'|\S+")
 _LIQUID_IDENT = re.compile(r"[A-Za-z_][\w-]*\??")
 _LIQUID_PATH = re.compile(
@@ -199,7 +493,7 @@ class _Translator:
     def scopes(self) -> list[_Block]:
         return [block for block in self.blocks if block.kind == "each" and not block.in_else]
 
-    def mustache(self, match: re.Match[str]) -> str:
+    def mustache(self, match: _Mustache) -> str:
         text = match.group(0)
         if text.startswith("{{!--"):
             return ""
@@ -390,25 +684,113 @@ def translate_handlebars(source: str) -> str:
     read from the current item, except the namespaces (subscriber, payload, ...).
     Anything else Handlebars-only raises :class:`TemplateError`. Liquid syntax
     passes through unchanged; ``{% raw %}`` blocks are left alone.
+
+    The source is read once, left to right (time linear in its length): each
+    opening is matched with the first closing after it, found with ``str.find``,
+    and a closing known to be absent is not looked for again.
     """
     translator = _Translator()
-    pieces = _RAW_BLOCK.split(source)
+    pieces = _raw_blocks(source)
     offset = 0
     for index, piece in enumerate(pieces):
         if index % 2 == 0:
-            pieces[index] = _MUSTACHE.sub(_positioned(translator, source, offset), piece)
+            pieces[index] = _substitute_mustaches(piece, translator, source, offset)
         offset += len(piece)
     if translator.blocks:
         raise TemplateError(f"'{{{{#{translator.blocks[-1].kind}}}}}' block is never closed")
     return "".join(pieces)
 
 
-def _positioned(translator: _Translator, source: str, offset: int) -> Callable[[re.Match[str]], str]:
-    def replace(match: re.Match[str]) -> str:
+def _raw_blocks(source: str) -> list[str]:
+    """The source as [text, raw block, text, raw block, ..., text]."""
+    pieces: list[str] = []
+    start = 0
+    search_from = 0
+    unclosed: set[str] = set()  # kinds with no closing tag left in the source
+    while True:
+        opening = _RAW_OPEN.search(source, search_from)
+        if opening is None:
+            break
+        kind = opening.group(1)
+        closing = None if kind in unclosed else _RAW_CLOSE[kind].search(source, opening.end())
+        if closing is None:
+            unclosed.add(kind)
+            search_from = opening.start() + 1
+            continue
+        pieces.append(source[start : opening.start()])
+        pieces.append(source[opening.start() : closing.end()])
+        start = search_from = closing.end()
+    pieces.append(source[start:])
+    return pieces
+
+
+@dataclass(frozen=True)
+class _Mustache:
+    """One ``{{...}}`` (or ``{{{...}}}``, ``{{!-- --}}``) found in the source, read as a match is."""
+
+    text: str
+    start: int
+    triple: str | None = None
+    lws: str = ""
+    body: str = ""
+    rws: str = ""
+
+    def group(self, name: int | str = 0) -> str | None:
+        if name == 0:
+            return self.text
+        return {"triple": self.triple, "lws": self.lws, "body": self.body, "rws": self.rws}[str(name)]
+
+
+def _substitute_mustaches(piece: str, translator: _Translator, source: str, offset: int) -> str:
+    replace = _positioned(translator, source, offset)
+    out: list[str] = []
+    position = 0
+    no_comment_end = no_triple_end = len(piece) + 1  # where a search for that closing found none
+    while True:
+        start = piece.find("{{", position)
+        if start < 0:
+            break
+        end = -1
+        mustache: _Mustache | None = None
+        if piece.startswith("{{!--", start) and start + 5 < no_comment_end:
+            close = piece.find("--}}", start + 5)
+            if close < 0:
+                no_comment_end = start + 5
+            else:
+                end = close + 4
+                mustache = _Mustache(piece[start:end], start)
+        if mustache is None and piece.startswith("{{{", start):
+            lws = piece[start + 3] if start + 3 < len(piece) and piece[start + 3] in "~-" else ""
+            body_start = start + 3 + len(lws)
+            close = piece.find("}}}", body_start) if body_start < no_triple_end else -1
+            if close < 0:
+                no_triple_end = min(no_triple_end, body_start)
+            else:
+                rws = piece[close - 1] if close - 1 >= body_start and piece[close - 1] in "~-" else ""
+                end = close + 3
+                mustache = _Mustache(piece[start:end], start, "{", lws, piece[body_start : close - len(rws)], rws)
+        if mustache is None:
+            lws = piece[start + 2] if start + 2 < len(piece) and piece[start + 2] in "~-" else ""
+            body_start = start + 2 + len(lws)
+            close = piece.find("}}", body_start)
+            if close < 0:
+                break  # no closing left: nothing after this is a mustache
+            rws = piece[close - 1] if close - 1 >= body_start and piece[close - 1] in "~-" else ""
+            end = close + 2
+            mustache = _Mustache(piece[start:end], start, None, lws, piece[body_start : close - len(rws)], rws)
+        out.append(piece[position:start])
+        out.append(replace(mustache))
+        position = end
+    out.append(piece[position:])
+    return "".join(out)
+
+
+def _positioned(translator: _Translator, source: str, offset: int) -> Callable[[_Mustache], str]:
+    def replace(match: _Mustache) -> str:
         try:
             return translator.mustache(match)
         except TemplateError as err:
-            start = offset + match.start()
+            start = offset + match.start
             line = source.count("\n", 0, start) + 1
             column = start - (source.rfind("\n", 0, start) + 1) + 1
             raise TemplateError(f"{err.message} at line {line}, column {column}", line=line, column=column) from None
@@ -582,7 +964,7 @@ def _render_blocks(blocks: Sequence[Any], context: Mapping[str, Any]) -> tuple[s
         except TemplateError as err:
             if err.message.startswith("email block"):
                 raise
-            raise TemplateError(f"email block {number}: {err.message}", line=err.line, column=err.column) from None
+            raise TemplateError(f"email block {number}: {err.message}", line=err.line, column=err.column, limit=err.limit) from None
     return "\n".join(html_parts), "\n\n".join(part for part in text_parts if part)
 
 
@@ -661,7 +1043,7 @@ def render_email(
                 extra={"body": Markup(body), "subject": rendered_subject, "preheader": rendered_preheader},
             )
         except TemplateError as err:
-            raise TemplateError(f"email layout: {err.message}", line=err.line, column=err.column) from None
+            raise TemplateError(f"email layout: {err.message}", line=err.line, column=err.column, limit=err.limit) from None
     elif whole_document:
         document = body
     else:

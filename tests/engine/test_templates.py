@@ -364,3 +364,122 @@ def test_sms_chat_and_push_are_plain_text() -> None:
         title="New for Ada", content="Bob & Co & more"
     )
     assert render_sms(None, CONTEXT) == ""  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- limits
+
+
+def limit_error(source: str, payload: dict[str, Any] | None = None, render: Any = render_text) -> TemplateError:
+    with pytest.raises(TemplateError) as caught:
+        render(source, {"subscriber": {}, "payload": payload or {}})
+    assert caught.value.limit, caught.value.message
+    assert "(render limit)" in caught.value.message
+    return caught.value
+
+
+def test_a_string_doubled_in_a_loop_stops_at_the_string_limit() -> None:
+    # 31 doublings would build 4 GB (the process grew to 5.4 GB); it stops past 1,000,000 characters.
+    error = limit_error('{% assign s = "aa" %}{% for i in (1..31) %}{% assign s = s | append: s %}{% endfor %}{{ s }}')
+    assert "append would make a string of 1,048,576 characters, more than 1,000,000 (render limit)" in error.message
+    error = limit_error("{% capture s %}ab{% endcapture %}{% for i in (1..31) %}{% capture s %}{{ s }}{{ s }}{% endcapture %}{% endfor %}")
+    assert "output exceeds 1,000,000 bytes" in error.message
+
+
+def test_what_assign_keeps_is_bounded_as_a_whole() -> None:
+    source = "{% assign a = s | append: 'a' %}{% assign b = s | append: 'b' %}{% assign c = s | append: 'c' %}"
+    error = limit_error(source, {"s": "x" * 900_000})
+    assert "assigned values exceed 2,000,000 bytes (render limit)" in error.message
+
+
+def test_loop_iterations_are_counted_over_all_loops() -> None:
+    # python-liquid counts each loop alone: a hundred loops of 9,000 each passed its limit.
+    error = limit_error("{% for i in (1..6000) %}{% endfor %}{% for i in (1..6000) %}{% endfor %}")
+    assert "loop iteration limit of 10,000 reached (render limit)" in error.message
+    assert "loop iteration limit of 10,000" in limit_error("{% for i in (1..101) %}{% for j in (1..100) %}{% endfor %}{% endfor %}").message
+    assert "loop iteration limit of 10,000" in limit_error("{% for i in (1..1000000000) %}{% endfor %}").message
+    assert render_text("{% for i in (1..5000) %}{% endfor %}{% for i in (1..5000) %}{% endfor %}done", {}) == "done"
+
+
+def test_output_is_bounded() -> None:
+    error = limit_error("{% for i in (1..11) %}{{ s }}{% endfor %}", {"s": "é" * 50_000})  # 100,000 bytes each
+    assert "output exceeds 1,000,000 bytes (render limit)" in error.message
+    assert len(render_text("{% for i in (1..10) %}{{ s }}{% endfor %}", {"payload": {"s": "x" * 100_000}})) == 1_000_000
+
+
+def test_strings_a_template_reads_or_filters_make_are_bounded() -> None:
+    error = limit_error("{{ s }}", {"s": "x" * 1_000_001})
+    assert "'s' is a string of 1,000,001 characters, more than 1,000,000 (render limit)" in error.message
+    assert "'payload.s' is a string" in limit_error("{{ payload.s | upcase }}", {"s": "x" * 1_000_001}).message
+    assert "replace would make a string of" in limit_error("{{ s | replace: 'x', s }}", {"s": "x" * 2_000}).message
+    assert "join would make a string" in limit_error("{{ s | split: ',' | join: s }}", {"s": "," * 5_000}).message
+    assert "has 1,000,000,000 items, more than 10,000" in limit_error("{{ (1..1000000000) | join }}").message
+    assert "would make text of more than 1,000,000 characters" in limit_error(
+        "{% assign a = s | split: '-' %}{% for i in (1..20) %}{% assign a = a | concat: a %}{% endfor %}{{ a | size }}",
+        {"s": "x" * 1_000 + "-" + "y" * 1_000},
+    ).message
+    assert "times would make a number of more than 1,000 digits" in limit_error(
+        "{% assign n = 9 %}{% for i in (1..40) %}{% assign n = n | times: n %}{% endfor %}{{ n }}"
+    ).message
+    # At the limit, strings are read and written as usual.
+    assert render_text("{{ s | size }}", {"payload": {"s": "x" * 1_000_000}}) == "1000000"
+
+
+def test_render_cpu_time_is_bounded() -> None:
+    # 25,000 upcase of a 1 MB string blocked the event loop for 13 s; a render stops after 50 ms of CPU.
+    error = limit_error("{% for i in (1..9000) %}{% assign u = s | upcase %}{% endfor %}", {"s": "x" * 1_000_000})
+    assert "render took more than 50 ms of CPU (render limit)" in error.message
+    error = limit_error("{% for i in (1..10000) %}" + "{{ '' }}" * 500 + "{% endfor %}")
+    assert "render took more than 50 ms of CPU" in error.message
+
+
+def test_template_source_is_bounded() -> None:
+    error = limit_error("{{ name }}" + "x" * 100_000)
+    assert "template has 100,010 characters, more than 100,000 (render limit)" in error.message
+    error = limit_error("{{a}}" * 2_001)
+    assert "template has 10,005 characters of tags and outputs, more than 10,000 (render limit)" in error.message
+    assert render_html("<p>" + "x" * 90_000 + "</p>{{ name }}", CONTEXT).endswith("</p>Bob &amp; Co")
+
+
+def test_every_renderer_reports_the_limit() -> None:
+    bomb = '{% assign s = "aa" %}{% for i in (1..31) %}{% assign s = s | append: s %}{% endfor %}{{ s }}'
+    for render in (
+        lambda context: render_email(bomb, "x", context),
+        lambda context: render_email([{"type": "text", "content": bomb}], "x", context),
+        lambda context: render_email("x", bomb, context),
+        lambda context: render_in_app({"content": bomb}, context),
+        lambda context: render_in_app({"content": "x", "cta": {"data": {"url": bomb}}}, context),
+        lambda context: render_sms(bomb, context),
+        lambda context: render_chat(bomb, context),
+        lambda context: render_push(bomb, "x", context),
+        lambda context: render_push("x", "{{#if a}}" + bomb + "{{/if}}", {"payload": {"a": True}}),
+    ):
+        with pytest.raises(TemplateError, match=r"append would make a string of 1,048,576 characters.*\(render limit\)") as caught:
+            render(CONTEXT)
+        assert caught.value.limit
+
+
+def test_handlebars_translation_takes_time_linear_in_the_source() -> None:
+    # Unclosed openings made the translation quadratic: "x{{" * 30,000 took 43 s, 10,000 unclosed raw tags 6 s.
+    import time
+
+    started = time.perf_counter()
+    assert translate_handlebars("x{{" * 30_000) == "x{{" * 30_000
+    assert translate_handlebars("{% endraw %}" + "{% raw %}" * 10_000) == "{% endraw %}" + "{% raw %}" * 10_000
+    assert translate_handlebars("{{!-- " * 15_000 + "}}") == ""
+    with pytest.raises(TemplateError, match="cannot read variable"):
+        translate_handlebars("{{{a}} " * 14_000)
+    assert time.perf_counter() - started < 5  # seconds; each takes milliseconds
+
+
+async def test_give_way_lets_the_event_loop_turn_after_long_renders() -> None:
+    import asyncio
+
+    turned: list[str] = []
+    templates._spent = 0.0
+    await templates.give_way()  # nothing rendered: no wait
+    asyncio.get_running_loop().call_soon(turned.append, "other")
+    with pytest.raises(TemplateError):
+        render_text("{% for i in (1..9000) %}{% assign u = s | upcase %}{% endfor %}", {"payload": {"s": "x" * 1_000_000}})
+    assert templates._spent >= templates.GIVE_WAY_AFTER_SECONDS
+    await templates.give_way()
+    assert turned == ["other"] and templates._spent == 0.0

@@ -32,7 +32,7 @@ from herald.engine.queue import JobLost
 from herald.engine.repository import EngineRepository, detail_row
 from herald.engine.steps import STEP_RUNNERS
 from herald.engine.steps.base import Detail, EngineSettings, StepContext, StepOutcome
-from herald.engine.templates import give_way
+from herald.engine.templates import give_way, on_loop_only
 from herald.kit.crypto import SecretBox
 from herald.kit.db import without_transaction
 from herald.kit.ids import new_id
@@ -232,7 +232,8 @@ class JobRunner:
         for ctx, rows in contexts:
             first, job = rows[0], ctx.job
             try:
-                outcome = await self._evaluate(ctx)
+                with on_loop_only():  # a render too long for the loop waits for the step's own run
+                    outcome = await self._evaluate(ctx)
             except Exception:  # run again as a handed-off step, which records the crash
                 logger.debug("in-app step %s not settled in its expansion", job.id, exc_info=True)
                 continue

@@ -18,15 +18,19 @@ Undefined variables render as empty strings; malformed templates raise
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import html
 import json
 import re
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from html.parser import HTMLParser
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from liquid import BoundTemplate, Environment, Markup, RenderContext
 from liquid.exceptions import (
@@ -46,6 +50,8 @@ __all__ = [
     "RenderedPush",
     "TemplateError",
     "give_way",
+    "on_loop_only",
+    "render_bounded",
     "html_to_text",
     "render_chat",
     "render_email",
@@ -88,8 +94,13 @@ MAX_ASSIGNED_BYTES = 2_000_000
 """The values of assign and capture together, as sys.getsizeof counts (python-liquid's local_namespace_limit)."""
 MAX_NESTING = 30
 """Blocks inside blocks (python-liquid's block_nesting_limit and context_depth_limit)."""
-MAX_RENDER_SECONDS = 0.05
-"""CPU time of one render; a 100-event digest email takes about 5 ms."""
+MAX_RENDER_SECONDS = 0.25
+"""CPU time of one render of a step's content (off the event loop: see render_bounded)."""
+ON_LOOP_RENDER_SECONDS = 0.005
+"""CPU time a render may take on the event loop: a step's content taking longer is rendered again off
+the loop (most take well under 1 ms; a 100-event digest email 4-5 ms); other renders (filter values) fail."""
+RENDER_SWITCH_SECONDS = 0.001
+"""The interpreter's switch interval while a render runs off the loop (Python's default is 5 ms)."""
 GIVE_WAY_AFTER_SECONDS = 0.01
 """Render time after which the next step waits for the event loop's next turn (see give_way)."""
 
@@ -115,6 +126,16 @@ class RenderLimitError(ResourceLimitError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, token=None)
+
+
+class RenderOvertime(Exception):  # noqa: N818 (not an error: the render is taken off the loop)
+    """A render that took longer than the event loop allows, tried on it by render_bounded."""
+
+
+# How long the renders of this context may take: "loop" (the default: ON_LOOP_RENDER_SECONDS, then a
+# limit error), "try" (ON_LOOP_RENDER_SECONDS, then RenderOvertime), "off-loop" (MAX_RENDER_SECONDS).
+_budget: contextvars.ContextVar[str] = contextvars.ContextVar("herald_render_budget", default="loop")
+_offload: contextvars.ContextVar[bool] = contextvars.ContextVar("herald_render_offload", default=True)
 
 
 # --------------------------------------------------------------------------- Liquid set-up
@@ -215,8 +236,10 @@ class _BoundedContext(RenderContext):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._nodes = 0
         self._iterations = 0
+        self._mode = _budget.get()
+        self._seconds = MAX_RENDER_SECONDS if self._mode == "off-loop" else ON_LOOP_RENDER_SECONDS
         self._cpu_started = time.thread_time()
-        self._wall_deadline = time.perf_counter() + MAX_RENDER_SECONDS
+        self._wall_deadline = time.perf_counter() + self._seconds
         super().__init__(*args, **kwargs)
 
     # Every node checks ``disabled_tags`` before it renders: the hook to keep time.
@@ -237,9 +260,11 @@ class _BoundedContext(RenderContext):
         if time.perf_counter() < self._wall_deadline:
             return
         spent = time.thread_time() - self._cpu_started
-        if spent > MAX_RENDER_SECONDS:
-            raise RenderLimitError(f"render took more than {MAX_RENDER_SECONDS * 1000:.0f} ms of CPU (render limit)")
-        self._wall_deadline = time.perf_counter() + MAX_RENDER_SECONDS - spent
+        if spent > self._seconds:
+            if self._mode == "try":
+                raise RenderOvertime
+            raise RenderLimitError(f"render took more than {self._seconds * 1000:.0f} ms of CPU (render limit)")
+        self._wall_deadline = time.perf_counter() + self._seconds - spent
 
     def raise_for_loop_limit(self, length: int = 1) -> None:
         self._iterations += length
@@ -414,6 +439,56 @@ def _render(source: str, context: Mapping[str, Any], *, autoescape: bool, extra:
             raise TemplateError(f"blocks nested more than {MAX_NESTING} deep (render limit)", limit=True) from None
     finally:
         _spent += time.perf_counter() - started
+
+
+_Result = TypeVar("_Result")
+_render_pool: ThreadPoolExecutor | None = None
+
+
+async def render_bounded(render: Callable[..., _Result], *args: Any, **kwargs: Any) -> _Result:
+    """``render(*args)`` (render_in_app, render_email, ...) without holding the event loop long.
+
+    Tried on the loop first, where nearly every render ends within ON_LOOP_RENDER_SECONDS;
+    one that takes longer is stopped and rendered again in a thread of its own, with
+    MAX_RENDER_SECONDS (the thread gives the loop the interpreter every few ms, so
+    requests are still answered). One such thread a process: long renders queue.
+    Under on_loop_only (a step run inside a trigger's expansion, holding its
+    transaction) the overtime is raised instead, and the step runs again on its own.
+    """
+    global _render_pool
+    token = _budget.set("try")
+    try:
+        return render(*args, **kwargs)
+    except RenderOvertime:
+        if not _offload.get():
+            raise
+    finally:
+        _budget.reset(token)
+    if _render_pool is None:
+        _render_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="herald-render")
+    return await asyncio.get_running_loop().run_in_executor(_render_pool, partial(_render_off_loop, render, *args, **kwargs))
+
+
+def _render_off_loop(render: Callable[..., _Result], *args: Any, **kwargs: Any) -> _Result:
+    _budget.set("off-loop")  # the pool's thread does not run in the caller's context: set here
+    # While it renders, the event loop's thread waits for the interpreter at most 1 ms (not 5).
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(RENDER_SWITCH_SECONDS)
+    try:
+        return render(*args, **kwargs)
+    finally:
+        sys.setswitchinterval(interval)
+        _budget.set("loop")
+
+
+@contextmanager
+def on_loop_only() -> Any:
+    """Within it, render_bounded raises RenderOvertime instead of leaving the loop."""
+    token = _offload.set(False)
+    try:
+        yield
+    finally:
+        _offload.reset(token)
 
 
 async def give_way() -> None:

@@ -47,7 +47,7 @@ async def test_steps_past_a_limit_fail_for_good_with_the_limit_named(
 
     expected = {
         bomb: "append would make a string of 1,048,576 characters, more than 1,000,000 (render limit)",
-        cpu: "render took more than 50 ms of CPU (render limit)",
+        cpu: "render took more than 250 ms of CPU (render limit)",
         loops: "loop iteration limit of 10,000 reached (render limit)",
         like: "LIKE pattern has 1,202 characters, more than 1,000 (filter limit)",
     }

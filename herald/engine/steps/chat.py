@@ -6,7 +6,7 @@ from typing import Any
 
 from herald.engine.steps.base import StepContext, StepOutcome
 from herald.engine.steps.subscriber_channels import deliver_to_channels
-from herald.engine.templates import TemplateError, render_chat
+from herald.engine.templates import TemplateError, render_bounded, render_chat
 from herald.kit.crypto import mask_secret
 from herald.models import Integration
 from herald.providers.base import ChatMessage
@@ -14,7 +14,7 @@ from herald.providers.base import ChatMessage
 
 async def run(ctx: StepContext) -> StepOutcome:
     try:
-        content = render_chat(ctx.template.get("content") or "", ctx.variables())
+        content = await render_bounded(render_chat, ctx.template.get("content") or "", ctx.variables())
     except TemplateError as exc:
         return StepOutcome.failed(f"Template error: {exc}")
 

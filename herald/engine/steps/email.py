@@ -11,7 +11,7 @@ from herald.engine.steps.delivery import (
     no_integration,
     select_integration,
 )
-from herald.engine.templates import TemplateError, render_email
+from herald.engine.templates import TemplateError, render_bounded, render_email
 from herald.providers.base import EmailMessage
 
 
@@ -20,7 +20,8 @@ async def run(ctx: StepContext) -> StepOutcome:
         return missing_address(ctx, "email", "email address")
     template = ctx.template
     try:
-        rendered = render_email(
+        rendered = await render_bounded(
+            render_email,
             template.get("content") or "",
             template.get("subject") or "",
             ctx.variables(),

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from herald.engine.steps.base import StepContext, StepOutcome
-from herald.engine.templates import TemplateError, render_in_app
+from herald.engine.templates import TemplateError, render_bounded, render_in_app
 from herald.kit.time import isoformat
 
 
 async def run(ctx: StepContext) -> StepOutcome:
     try:
-        rendered = render_in_app(ctx.template, ctx.variables())
+        rendered = await render_bounded(render_in_app, ctx.template, ctx.variables())
     except TemplateError as exc:
         return StepOutcome.failed(f"Template error: {exc}")
     message = ctx.new_message(

@@ -10,14 +10,16 @@ from typing import Any
 
 from herald.engine.steps.base import StepContext, StepOutcome
 from herald.engine.steps.subscriber_channels import deliver_to_channels
-from herald.engine.templates import TemplateError, render_push
+from herald.engine.templates import TemplateError, render_bounded, render_push
 from herald.models import Integration
 from herald.providers.base import PushMessage
 
 
 async def run(ctx: StepContext) -> StepOutcome:
     try:
-        rendered = render_push(ctx.template.get("title") or ctx.template.get("subject"), ctx.template.get("content"), ctx.variables())
+        rendered = await render_bounded(
+            render_push, ctx.template.get("title") or ctx.template.get("subject"), ctx.template.get("content"), ctx.variables()
+        )
     except TemplateError as exc:
         return StepOutcome.failed(f"Template error: {exc}")
 

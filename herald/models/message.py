@@ -55,6 +55,12 @@ class Message(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     last_read_date: Mapped[datetime | None] = mapped_column(default=None)
     delivered_at: Mapped[list[Any]] = mapped_column(default=list)
     snoozed_until: Mapped[datetime | None] = mapped_column(default=None)
+    # Inbox state (herald/inbox, migration 0009): archived, when, and when first seen.
+    archived: Mapped[bool] = mapped_column(default=False, server_default=false())
+    archived_at: Mapped[datetime | None] = mapped_column(default=None)
+    first_seen_date: Mapped[datetime | None] = mapped_column(default=None)
+    # The step's data object, as the Inbox reads it (filtered by the inbox's ``data`` query).
+    data: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     context_keys: Mapped[list[Any]] = mapped_column(default=list)
     # The provider's id for the sent message, once accepted.
     provider_message_id: Mapped[str | None] = mapped_column(String(255), default=None)

@@ -28,7 +28,12 @@ class Environment(IdMixin, Base):
 
 
 class ApiKey(IdMixin, Base):
-    """An API key; only the sha256 of the key is kept."""
+    """An API key: its sha256 finds it; the key itself is kept only sealed (herald.kit.crypto).
+
+    The sealed key is what checks an inbox session's ``subscriberHash`` (an
+    HMAC keyed by the API key, herald/inbox). Keys made before migration 0009
+    have none and cannot serve that check.
+    """
 
     __tablename__ = "api_keys"
     # API processes look up the keys revoked since their last look (herald.kit.auth).
@@ -37,6 +42,7 @@ class ApiKey(IdMixin, Base):
     environment_id: Mapped[str] = mapped_column(ID, ForeignKey("environments.id", ondelete="CASCADE"))
     organization_id: Mapped[str] = mapped_column(ID)
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    sealed_key: Mapped[str | None] = mapped_column(String(255), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
 

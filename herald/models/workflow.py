@@ -37,6 +37,8 @@ class Workflow(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     active: Mapped[bool] = mapped_column(default=False, server_default=false())
     draft: Mapped[bool] = mapped_column(default=True)
     critical: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # Novu's severity: high | medium | low | none (migration 0009).
+    severity: Mapped[str] = mapped_column(String(16), default="none", server_default="none")
     tags: Mapped[list[Any]] = mapped_column(default=list)
     preference_settings: Mapped[dict[str, Any]] = mapped_column(default=dict)
     data: Mapped[dict[str, Any] | None] = mapped_column(default=None)

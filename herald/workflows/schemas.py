@@ -26,6 +26,7 @@ from herald.kit.schemas import RequestSchema, Schema, optional_field
 # does not execute them, so they are refused rather than stored and skipped.
 STEP_TYPES: tuple[str, ...] = ("in_app", "email", "sms", "chat", "push", "digest", "delay")
 CHANNEL_STEP_TYPES = frozenset({"in_app", "email", "sms", "chat", "push"})
+Severity = Literal["high", "medium", "low", "none"]
 ACTION_STEP_TYPES = frozenset({"digest", "delay"})
 UNSUPPORTED_STEP_TYPES = frozenset({"trigger", "custom", "throttle"})
 
@@ -253,6 +254,9 @@ class MessageTemplate(_Open):
     preheader: str | None = None
     layoutId: str | None = None
     variables: list[TemplateVariable] | None = None
+    data: dict[str, Any] | None = Field(
+        default=None, description="in_app: the notification's data object as the Inbox reads it (strings rendered)"
+    )
 
     @field_validator("type")
     @classmethod
@@ -303,6 +307,7 @@ class _WorkflowFields(RequestSchema):
     description: str | None = None
     tags: list[str] | None = None
     critical: bool | None = None
+    severity: Severity | None = Field(default=None, description="Novu's severity: high, medium, low or none (default)")
     preferenceSettings: PreferenceSettings | None = None
     data: dict[str, Any] | None = None
     notificationGroupId: str | None = Field(default=None, min_length=1, max_length=64)
@@ -411,6 +416,7 @@ class Workflow(Schema):
     draft: bool
     preferenceSettings: PreferenceSettings
     critical: bool
+    severity: Severity = "none"
     tags: list[str]
     steps: list[NotificationStep]
     organization_id: str = Field(alias="_organizationId")

@@ -456,6 +456,7 @@ def to_schema(workflow: Workflow, group: NotificationGroup | None = None) -> Wor
             "draft": not workflow.active,
             "preferenceSettings": {**PreferenceSettings().model_dump(), **(workflow.preference_settings or {})},
             "critical": workflow.critical,
+            "severity": workflow.severity or "none",
             "tags": list(workflow.tags or []),
             "steps": workflow.steps or [],
             "_organizationId": workflow.organization_id,
@@ -570,6 +571,7 @@ async def create_workflow(session: AsyncSession, principal: Principal, request: 
         active=request.active,
         draft=not request.active,
         critical=bool(request.critical),
+        severity=request.severity or "none",
         tags=list(request.tags or []),
         preference_settings=(request.preferenceSettings or PreferenceSettings()).model_dump(),
         data=request.data,
@@ -625,6 +627,8 @@ async def update_workflow(
         workflow.tags = list(request.tags)
     if request.critical is not None:
         workflow.critical = request.critical
+    if request.severity is not None:
+        workflow.severity = request.severity
     if request.preferenceSettings is not None:
         workflow.preference_settings = request.preferenceSettings.model_dump()
     if "data" in given:

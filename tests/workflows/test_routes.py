@@ -730,3 +730,15 @@ async def test_concurrent_creates_of_one_identifier_make_one_workflow(api: httpx
         if response.status_code == 409:
             assert_error(response, 409, "Workflow with trigger identifier race already exists in this environment")
     assert (await api.get("/v1/workflows")).json()["totalCount"] == 1
+
+
+async def test_severity_defaults_to_none_and_takes_novus_levels(api: httpx.AsyncClient) -> None:
+    plain = await create_workflow(api)
+    assert plain["severity"] == "none"
+    high = await create_workflow(api, severity="high")
+    assert high["severity"] == "high"
+    updated = await api.put(f"/v1/workflows/{high['_id']}", json={"severity": "low"})
+    assert updated.status_code == 200, updated.text
+    assert updated.json()["data"]["severity"] == "low"
+    assert (await api.get(f"/v1/workflows/{high['_id']}")).json()["data"]["severity"] == "low"
+    assert_error(await api.post("/v1/workflows", json={"name": "bad", "severity": "urgent"}), 422)

@@ -1,8 +1,8 @@
 """The ``herald`` command.
 
 Other tooling relies on this contract exactly: ``bootstrap --json`` prints
-``{"organizationId", "environments": [{"_id", "name", "apiKey"}]}`` on every
-run (``apiKey`` is null once the key exists: only its hash is stored);
+``{"organizationId", "environments": [{"_id", "name", "apiKey", "applicationIdentifier"}]}``
+on every run (``apiKey`` is null once the key exists: it is never shown again);
 ``serve`` takes ``--host``, ``--port`` and ``--no-worker``.
 
 A command that fails for a reason the operator can fix (an unknown
@@ -103,12 +103,20 @@ def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
 
 
 def cmd_bootstrap(settings: Settings, args: argparse.Namespace) -> int:
+    from herald.kit.crypto import SecretBox
     from herald.organizations.service import bootstrap
 
-    result = asyncio.run(_with_session(settings, bootstrap))
+    box = SecretBox(settings.secret_key)
+    result = asyncio.run(_with_session(settings, lambda session: bootstrap(session, box)))
     dev_key_path = settings.data_dir / DEV_KEY_FILE
     environments = [
-        {"_id": entry.environment.id, "name": entry.environment.name, "apiKey": entry.api_key}
+        {
+            "_id": entry.environment.id,
+            "name": entry.environment.name,
+            "apiKey": entry.api_key,
+            # What an Inbox names the environment by (herald/inbox).
+            "applicationIdentifier": entry.environment.identifier,
+        }
         for entry in result.environments
     ]
     if args.announce:
@@ -165,10 +173,12 @@ def _announce(settings: Settings, created: bool, environments: list[dict[str, An
 
 
 def cmd_keys_create(settings: Settings, args: argparse.Namespace) -> int:
+    from herald.kit.crypto import SecretBox
     from herald.organizations.service import create_key_for_environment
 
+    box = SecretBox(settings.secret_key)
     environment, key = asyncio.run(
-        _with_session(settings, lambda session: create_key_for_environment(session, args.environment))
+        _with_session(settings, lambda session: create_key_for_environment(session, args.environment, box))
     )
     print(json.dumps({"environmentId": environment.id, "name": environment.name, "apiKey": key}))
     return 0

@@ -81,7 +81,7 @@ class Tenancy:
 @pytest.fixture
 async def tenancy(app: FastAPI) -> Tenancy:
     async with app.state.sessionmaker() as session:
-        result = await create_organization(session)
+        result = await create_organization(session, box=app.state.secret_box)
         await session.commit()
     development, production = result.environments
     return Tenancy(
@@ -123,7 +123,7 @@ async def production_api(app: FastAPI, tenancy: Tenancy) -> AsyncIterator[httpx.
 async def other_org_api(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     """A client of another organization: its ids must never reach ours."""
     async with app.state.sessionmaker() as session:
-        result = await create_organization(session)
+        result = await create_organization(session, box=app.state.secret_box)
         await session.commit()
     async with make_client(app, result.environments[0].api_key) as client:
         yield client

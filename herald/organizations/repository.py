@@ -7,7 +7,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.kit.db import lock_for_transaction
 from herald.kit.time import utcnow
-from herald.models import ApiKey, Environment, NotificationGroup, Organization
+from herald.models import ApiKey, Environment, Integration, NotificationGroup, Organization
 
 
 class OrganizationRepository:
@@ -75,6 +75,19 @@ class OrganizationRepository:
             )
         )
         return result.scalar_one_or_none()
+
+    async def has_in_app_integration(self, environment_id: str, provider_id: str) -> bool:
+        result = await self.session.execute(
+            select(Integration.id)
+            .where(
+                Integration.environment_id == environment_id,
+                Integration.channel == "in_app",
+                Integration.provider_id == provider_id,
+                Integration.deleted.is_(False),
+            )
+            .limit(1)
+        )
+        return result.first() is not None
 
     def add(self, *rows: object) -> None:
         self.session.add_all(rows)

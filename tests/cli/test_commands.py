@@ -43,8 +43,10 @@ async def test_migrate_bootstrap_and_keys(empty_database: stores.TestDatabase, t
     assert list(first) == ["organizationId", "environments"]
     assert [env["name"] for env in first["environments"]] == ["Development", "Production"]
     for env in first["environments"]:
-        assert list(env) == ["_id", "name", "apiKey"]
+        assert list(env) == ["_id", "name", "apiKey", "applicationIdentifier"]
         assert isinstance(env["apiKey"], str) and env["apiKey"]
+        # What an Inbox (@novu/js) names the environment by.
+        assert isinstance(env["applicationIdentifier"], str) and env["applicationIdentifier"]
     assert NEW_KEY_HINT not in first_run.stderr
 
     # Idempotent, and the same shape: the keys exist but cannot be shown again.

@@ -37,3 +37,39 @@ async def test_concurrent_bootstraps_make_one_organization(empty_database: store
             assert (await connection.execute(select(func.count()).select_from(ApiKey))).scalar_one() == 2
     finally:
         await engine.dispose()
+
+
+async def test_every_environment_gets_the_in_app_integration_and_sealed_keys(empty_database: stores.TestDatabase) -> None:
+    from sqlalchemy import delete
+
+    from herald.kit.crypto import SecretBox
+    from herald.models import Integration
+
+    await upgrade_async(empty_database.url)
+    box = SecretBox("test-secret-key")
+    engine = create_engine(empty_database.url, pool_size=1)
+    try:
+        maker = create_sessionmaker(engine)
+        async with maker() as session:
+            created = await bootstrap(session, box)
+            await session.commit()
+        async with maker() as session:
+            rows = (await session.execute(select(Integration))).scalars().all()
+            assert sorted((row.environment_id, row.provider_id, row.channel, row.active) for row in rows) == sorted(
+                (entry.environment.id, "novu", "in_app", True) for entry in created.environments
+            )
+            keys = (await session.execute(select(ApiKey))).scalars().all()
+            assert sorted(box.open(key.sealed_key or "") for key in keys) == sorted(
+                entry.api_key or "" for entry in created.environments
+            )
+            # An environment made before the integration existed gets it from the next bootstrap, once.
+            await session.execute(delete(Integration))
+            await session.commit()
+        for _ in range(2):
+            async with maker() as session:
+                await bootstrap(session, box)
+                await session.commit()
+        async with maker() as session:
+            assert (await session.execute(select(func.count()).select_from(Integration))).scalar_one() == 2
+    finally:
+        await engine.dispose()

@@ -1151,7 +1151,21 @@ def render_in_app(template: Mapping[str, Any], context: Mapping[str, Any]) -> di
     cta = template.get("cta")
     if isinstance(cta, Mapping):
         result["cta"] = _render_cta(cta, context)
+    data = template.get("data")
+    if isinstance(data, Mapping):
+        # The Inbox's notification.data: JSON for the page's code, so strings are rendered as text, unescaped.
+        result["data"] = _render_data(data, context)
     return result
+
+
+def _render_data(value: Any, context: Mapping[str, Any]) -> Any:
+    if isinstance(value, str):
+        return render_text(value, context)
+    if isinstance(value, Mapping):
+        return {str(key): _render_data(item, context) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_render_data(item, context) for item in value]
+    return value
 
 
 def _render_cta(cta: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:

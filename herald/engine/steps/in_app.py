@@ -23,5 +23,6 @@ async def run(ctx: StepContext) -> StepOutcome:
         seen=False,
         read=False,
         delivered_at=[isoformat(ctx.now)],
+        data=rendered.get("data"),
     )
     return StepOutcome.done("In-app message created", messages=[message])

@@ -70,6 +70,11 @@ class Settings:
     # Hosts, IP addresses and CIDR ranges delivery may connect to although the
     # outbound policy refuses them by default (loopback, private, ...; kit/outbound.py).
     outbound_allow: tuple[str, ...] = ()
+    # How long an inbox session's subscriber token is good for (@novu/js never
+    # renews it: a page open longer starts a new session when reloaded).
+    inbox_token_seconds: int = 24 * 3600
+    # Origins a browser may call the inbox routes (/v1/inbox) from; "*" is any.
+    cors_origins: tuple[str, ...] = ("*",)
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -157,6 +162,10 @@ def load_settings(**overrides: object) -> Settings:
         "rate_limit_requests": _number(env, "HERALD_RATE_LIMIT_REQUESTS", "500", float),
         "max_recipients": _number(env, "HERALD_MAX_RECIPIENTS", "1000", int),
         "outbound_allow": _outbound_allow(env),
+        "inbox_token_seconds": _number(env, "HERALD_INBOX_TOKEN_SECONDS", str(24 * 3600), int),
+        "cors_origins": tuple(
+            origin.strip() for origin in env.get("HERALD_CORS_ORIGINS", "*").split(",") if origin.strip()
+        ),
     }
     for name in ("HERALD_RATE_LIMIT_TRIGGERS", "HERALD_RATE_LIMIT_REQUESTS"):
         if float(values[name[7:].lower()]) < 0:  # type: ignore[arg-type]

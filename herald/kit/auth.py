@@ -1,4 +1,4 @@
-"""API-key authentication: ``Authorization: ApiKey <key>``.
+"""API-key authentication: ``Authorization: ApiKey <key>``; subscriber tokens for the inbox routes.
 
 The key fixes the environment and organization of every query the request
 makes. Resolved keys are cached for ``api_key_cache_seconds`` (every request
@@ -20,6 +20,8 @@ has passed.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import logging
 import time
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Annotated, Any
 
+import jwt
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -201,3 +204,97 @@ PrincipalDep = Annotated[Principal, Depends(authenticate)]
 # For routes that call authenticate() themselves (the trigger route skips
 # FastAPI's dependency solving): declares the same security in the document.
 API_KEY_SECURITY: dict[str, Any] = {"security": [{api_key_header.scheme_name: []}]}
+
+
+# -- subscriber tokens: the Inbox API (herald/inbox) -------------------------------------------
+#
+# ``POST /v1/inbox/session`` answers with a JWT that names one subscriber of one
+# environment; every other inbox route takes it as ``Authorization: Bearer
+# <token>`` and sees that subscriber's data only. The claims are Novu's
+# (``_id``, ``subscriberId``, ``environmentId``, ``organizationId``; audience
+# ``widget_user``, issuer ``novu_api``). HS256, keyed by a key derived from
+# HERALD_SECRET_KEY for this use alone, so the token key is never the key that
+# seals secrets.
+
+SUBSCRIBER_TOKEN_AUDIENCE = "widget_user"
+SUBSCRIBER_TOKEN_ISSUER = "novu_api"
+_TOKEN_ALGORITHM = "HS256"
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriberPrincipal:
+    """Who is calling an inbox route: one subscriber of one environment."""
+
+    environment_id: str
+    organization_id: str
+    # The subscriber's internal id (messages.subscriber_id) and the caller's own id for it.
+    subscriber_id: str
+    external_subscriber_id: str
+
+
+def subscriber_token_key(secret_key: str) -> bytes:
+    return hmac.new(secret_key.encode(), b"herald inbox subscriber token v1", hashlib.sha256).digest()
+
+
+def issue_subscriber_token(principal: SubscriberPrincipal, secret_key: str, ttl_seconds: int) -> str:
+    now = int(time.time())
+    claims = {
+        "_id": principal.subscriber_id,
+        "subscriberId": principal.external_subscriber_id,
+        "environmentId": principal.environment_id,
+        "organizationId": principal.organization_id,
+        "aud": SUBSCRIBER_TOKEN_AUDIENCE,
+        "iss": SUBSCRIBER_TOKEN_ISSUER,
+        "iat": now,
+        "exp": now + ttl_seconds,
+    }
+    return jwt.encode(claims, subscriber_token_key(secret_key), algorithm=_TOKEN_ALGORITHM)
+
+
+def verify_subscriber_token(token: str, secret_key: str) -> SubscriberPrincipal:
+    """The subscriber a token names, or 401 (bad signature, expired, another audience or issuer)."""
+    try:
+        claims = jwt.decode(
+            token,
+            subscriber_token_key(secret_key),
+            algorithms=[_TOKEN_ALGORITHM],
+            audience=SUBSCRIBER_TOKEN_AUDIENCE,
+            issuer=SUBSCRIBER_TOKEN_ISSUER,
+            options={"require": ["exp", "aud", "iss"]},
+        )
+    except jwt.ExpiredSignatureError:
+        raise UnauthorizedError("Token has expired") from None
+    except jwt.PyJWTError:
+        raise UnauthorizedError("Invalid token") from None
+    fields = ("_id", "subscriberId", "environmentId", "organizationId")
+    if not all(isinstance(claims.get(name), str) and claims[name] for name in fields):
+        raise UnauthorizedError("Invalid token")
+    return SubscriberPrincipal(
+        environment_id=claims["environmentId"],
+        organization_id=claims["organizationId"],
+        subscriber_id=claims["_id"],
+        external_subscriber_id=claims["subscriberId"],
+    )
+
+
+bearer_header = APIKeyHeader(
+    name="Authorization",
+    scheme_name="SubscriberToken",
+    description="`Bearer <token>`: the token of POST /v1/inbox/session fixes the subscriber",
+    auto_error=False,
+)
+
+
+async def authenticate_subscriber(
+    request: Request, _header: Annotated[str | None, Security(bearer_header)] = None
+) -> SubscriberPrincipal:
+    header = request.headers.get("authorization")
+    if header is None or not header.strip():
+        raise UnauthorizedError("Missing authorization header")
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise UnauthorizedError(f'Invalid authentication scheme: "{scheme}"')
+    return verify_subscriber_token(token.strip(), request.app.state.settings.secret_key)
+
+
+SubscriberPrincipalDep = Annotated[SubscriberPrincipal, Depends(authenticate_subscriber)]

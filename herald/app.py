@@ -16,6 +16,7 @@ from starlette.types import Receive, Scope, Send
 from herald import __version__
 from herald.config import Settings, load_settings
 from herald.engine.queue import JobSignal, ring_on_commit
+from herald.inbox.cors import InboxCORSMiddleware
 from herald.kit.asgi import CountRequestsMiddleware, DirectRoutes, LastResortMiddleware, RequestsInFlight
 from herald.kit.auth import ApiKeyResolver
 from herald.kit.crypto import SecretBox
@@ -44,6 +45,7 @@ Every route but the health check needs `Authorization: ApiKey <key>`."""
 def _routers() -> list[APIRouter]:
     from herald.events.routes import router as events
     from herald.health.routes import router as health
+    from herald.inbox.routes import router as inbox
     from herald.integrations.routes import router as integrations
     from herald.messages.routes import router as messages
     from herald.notifications.routes import router as notifications
@@ -55,7 +57,7 @@ def _routers() -> list[APIRouter]:
 
     # Routes are matched in order, every route of every router before the right one
     # is tried: the trigger routes, the hot path, come first.
-    return [events, health, integrations, workflows, subscribers, preferences, topics, tenants, messages, notifications]
+    return [events, health, integrations, workflows, subscribers, preferences, topics, tenants, messages, notifications, inbox]
 
 
 class HeraldApp(FastAPI):
@@ -219,5 +221,6 @@ def create_app(settings: Settings | None = None) -> HeraldApp:
     )
     app.add_middleware(LastResortMiddleware)
     app.add_middleware(CountRequestsMiddleware, counter=in_flight)
+    app.add_middleware(InboxCORSMiddleware, origins=settings.cors_origins)
     app.direct = direct_routes(app, routers)
     return app

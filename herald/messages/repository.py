@@ -163,7 +163,7 @@ class MessageRepository:
         environment_id: str,
         subscriber_id: str,
         flags: dict[str, bool],
-        stamps: dict[str, datetime],
+        stamps: dict[str, Any],
         *,
         feed_ids: Sequence[str] | None = None,
     ) -> int:

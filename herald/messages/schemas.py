@@ -106,7 +106,7 @@ class Message(Schema):
     contextKeys: list[str] = optional_field()
     updatedAt: str
     # Fields Novu's inbox clients read on feed items: the job that made the
-    # message, and whether it is archived (Herald has no archive yet: false).
+    # message, and whether it is archived (by the Inbox API, herald/inbox).
     job_id: str = optional_field(alias="_jobId")
     archived: bool = False
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.kit.auth import Principal
@@ -58,6 +59,7 @@ def to_schema(message: Message) -> MessageSchema:
             "channel": message.channel,
             "read": message.read,
             "seen": message.seen,
+            "archived": message.archived,
             "snoozedUntil": isoformat(message.snoozed_until),
             "email": message.email,
             "phone": message.phone,
@@ -88,11 +90,13 @@ def _flags(mark_as: MarkAs) -> dict[str, bool]:
     }[mark_as]
 
 
-def _stamps(mark_as: MarkAs, now: datetime) -> dict[str, datetime]:
+def _stamps(mark_as: MarkAs, now: datetime) -> dict[str, Any]:
+    # first_seen_date is the inbox's firstSeenAt (herald/inbox): set once, by whichever API sees it first.
+    first_seen = func.coalesce(Message.first_seen_date, now)
     if mark_as == "read":
-        return {"last_read_date": now, "last_seen_date": now, "updated_at": now}
+        return {"last_read_date": now, "last_seen_date": now, "first_seen_date": first_seen, "updated_at": now}
     if mark_as == "seen":
-        return {"last_seen_date": now, "updated_at": now}
+        return {"last_seen_date": now, "first_seen_date": first_seen, "updated_at": now}
     return {"updated_at": now}
 
 

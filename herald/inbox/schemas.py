@@ -1,0 +1,158 @@
+"""The Inbox API's bodies and answers, named as Novu (and @novu/js 3.19) name them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from herald.kit.schemas import RequestSchema, Schema, optional_field
+
+Severity = Literal["high", "medium", "low", "none"]
+SEVERITIES: tuple[Severity, ...] = ("high", "medium", "low", "none")
+ActionType = Literal["primary", "secondary"]
+
+
+class SessionSubscriber(RequestSchema):
+    """The subscriber object @novu/js sends: created, or updated with the fields given."""
+
+    subscriberId: str = ""
+    firstName: str | None = None
+    lastName: str | None = None
+    email: str | None = None
+    phone: str | None = None
+    avatar: str | None = None
+    locale: str | None = None
+    timezone: str | None = None
+    data: dict[str, Any] | None = None
+
+
+class SessionRequest(RequestSchema):
+    applicationIdentifier: str | None = None
+    subscriberId: str | None = None
+    subscriber: SessionSubscriber | None = None
+    subscriberHash: str | None = None
+
+
+class SeverityCounts(Schema):
+    high: int = 0
+    medium: int = 0
+    low: int = 0
+    none: int = 0
+
+
+class UnreadCount(Schema):
+    total: int
+    severity: SeverityCounts
+
+
+class Session(Schema):
+    token: str
+    totalUnreadCount: int
+    unreadCount: UnreadCount
+    removeNovuBranding: bool = False
+    isDevelopmentMode: bool
+    maxSnoozeDurationHours: int
+    applicationIdentifier: str
+    contextKeys: list[str] = Field(default_factory=list)
+
+
+class InboxRedirect(Schema):
+    url: str
+    target: str = optional_field()
+
+
+class InboxAction(Schema):
+    label: str
+    isCompleted: bool
+    redirect: InboxRedirect = optional_field()
+
+
+class InboxSubscriber(Schema):
+    id: str
+    subscriberId: str
+    firstName: str | None = None
+    lastName: str | None = None
+    avatar: str | None = None
+
+
+class InboxWorkflow(Schema):
+    id: str
+    identifier: str
+    name: str
+    critical: bool
+    tags: list[str]
+    severity: Severity
+
+
+class InboxNotification(Schema):
+    id: str
+    transactionId: str
+    subject: str | None = None
+    body: str
+    to: InboxSubscriber
+    isRead: bool
+    isSeen: bool
+    isArchived: bool
+    isSnoozed: bool
+    snoozedUntil: str | None = None
+    deliveredAt: list[str] = Field(default_factory=list)
+    createdAt: str
+    readAt: str | None = None
+    firstSeenAt: str | None = None
+    archivedAt: str | None = None
+    avatar: str | None = None
+    primaryAction: InboxAction | None = None
+    secondaryAction: InboxAction | None = None
+    channelType: str = "in_app"
+    tags: list[str] = Field(default_factory=list)
+    redirect: InboxRedirect | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    workflow: InboxWorkflow = optional_field()
+    severity: Severity = "none"
+
+
+class NotificationFilter(Schema):
+    """A filter as the answer echoes it (only what was given)."""
+
+    tags: Any = None
+    read: bool | None = None
+    archived: bool | None = None
+    snoozed: bool | None = None
+    seen: bool | None = None
+    data: dict[str, Any] | None = None
+    severity: Any = None
+    createdGte: float | None = None
+    createdLte: float | None = None
+
+
+class NotificationsResponse(Schema):
+    data: list[InboxNotification]
+    hasMore: bool
+    filter: dict[str, Any]
+
+
+class FilterCount(Schema):
+    count: int
+    filter: dict[str, Any]
+
+
+class CountsResponse(Schema):
+    data: list[FilterCount]
+
+
+class SnoozeRequest(RequestSchema):
+    snoozeUntil: str
+
+
+class InboxActionRequest(RequestSchema):
+    actionType: ActionType
+
+
+class BulkRequest(RequestSchema):
+    """Body of the bulk routes: which notifications (tags and data narrow; ids name them)."""
+
+    tags: Any = None
+    # @novu/js sends the data filter as a JSON string.
+    data: str | dict[str, Any] | None = None
+    notificationIds: list[str] | None = Field(default=None, max_length=1000)

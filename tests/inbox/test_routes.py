@@ -297,6 +297,9 @@ async def test_a_triggered_notification_reaches_the_inbox_in_novu_js_shape(
     }
     assert await inbox.ids(**{"tags[]": "billing"}) == [item["id"]]
     assert await inbox.ids(**{"tags[]": "other"}) == []
+    # AND of OR groups: (billing or x) and (other).
+    assert await inbox.ids(**{"tags[0][]": ["billing", "x"], "tags[1][]": "other"}) == []
+    assert await inbox.ids(**{"tags[0][]": ["billing", "x"], "tags[1][]": ["other", "billing"]}) == [item["id"]]
     assert await inbox.ids(data=json.dumps({"kind": "invoice"})) == [item["id"]]
     assert await inbox.ids(data=json.dumps({"kind": ["receipt", "invoice"]})) == [item["id"]]
     assert await inbox.ids(data=json.dumps({"kind": "receipt"})) == []

@@ -90,6 +90,16 @@ class SessionRepository:
         )
         return result.scalar_one_or_none()
 
+    async def subscriber(self, environment_id: str, subscriber_id: str) -> Subscriber | None:
+        result = await self.session.execute(
+            select(Subscriber).where(
+                Subscriber.environment_id == environment_id,
+                Subscriber.subscriber_id == subscriber_id,
+                Subscriber.deleted.is_(False),
+            )
+        )
+        return result.scalar_one_or_none()
+
     async def sealed_api_keys(self, environment_id: str) -> list[str]:
         """The sealed keys of the environment's live API keys (keys made before they were kept have none)."""
         result = await self.session.execute(

@@ -4,8 +4,11 @@ A session names an environment by its public identifier and a subscriber by
 its id; when the environment's in-app integration has ``credentials.hmac``
 on, it must also prove the subscriber: ``subscriberHash`` is the hex
 HMAC-SHA256 of the subscriberId keyed by one of the environment's API keys, as
-the application's backend computes it for Novu. The answer carries a
-subscriber token (herald.kit.auth) that every other route takes.
+the application's backend computes it for Novu. A session creates a subscriber
+it does not know with the fields it sends, but changes an existing one only
+when it proves it (a valid hash, whether HMAC is required or not), as Novu
+does. The answer carries a subscriber token (herald.kit.auth) that every
+other route takes.
 
 State follows @novu/js (what its optimistic updates assume): reading a
 notification also marks it seen and takes it out of the archive; archiving
@@ -71,24 +74,25 @@ def _hmac_required(credentials: Mapping[str, Any] | None) -> bool:
     return value is True or (isinstance(value, str) and value.lower() == "true")
 
 
-async def _check_hmac(repository: SessionRepository, box: SecretBox, environment_id: str, subscriber_id: str, given: str | None) -> None:
+async def _hash_is_valid(repository: SessionRepository, box: SecretBox, environment_id: str, subscriber_id: str, given: str | None) -> bool:
+    """Whether ``given`` is the subscriber's hash under one of the environment's live, sealed API keys."""
     if not given:
-        raise BadRequestError(INVALID_HMAC)
+        return False
     sealed_keys = await repository.sealed_api_keys(environment_id)
     if not sealed_keys:
         logger.warning(
-            "inbox session refused: HMAC is on for environment %s but none of its API keys can check it "
-            "(keys made before Herald kept them sealed); make a new key with `herald keys create`",
+            "inbox session: a subscriberHash cannot be checked for environment %s: none of its API keys "
+            "is kept sealed (keys made before Herald kept them); make a new key with `herald keys create`",
             environment_id,
         )
+    valid = False
     for sealed in sealed_keys:
         try:
             key = box.open(sealed)
         except SecretKeyMismatch:
             continue
-        if hmac.compare_digest(subscriber_hash(key, subscriber_id), given.strip().lower()):
-            return
-    raise BadRequestError(INVALID_HMAC)
+        valid |= hmac.compare_digest(subscriber_hash(key, subscriber_id), given.strip().lower())
+    return valid
 
 
 async def start_session(session: AsyncSession, box: SecretBox, request: SessionRequest) -> SessionResult:
@@ -107,16 +111,21 @@ async def start_session(session: AsyncSession, box: SecretBox, request: SessionR
     subscriber_id = (given.subscriberId if given is not None and given.subscriberId else request.subscriberId) or ""
     if not subscriber_id:
         raise ValidationFailed.field("subscriberId", "subscriberId or subscriber.subscriberId is required", None)
-    if _hmac_required(integration.credentials):
-        await _check_hmac(repository, box, environment.id, subscriber_id, request.subscriberHash)
+    verified = await _hash_is_valid(repository, box, environment.id, subscriber_id, request.subscriberHash)
+    if _hmac_required(integration.credentials) and not verified:
+        raise BadRequestError(INVALID_HMAC)
     fields = given.model_dump(exclude_unset=True) if given is not None else {}
     fields["subscriberId"] = subscriber_id
     try:
         upsert = CreateSubscriberRequest.model_validate(fields)
     except ValueError as exc:
         raise ValidationFailed.field("subscriber", str(exc).splitlines()[0], None) from None
-    caller = Principal(environment.id, environment.organization_id, api_key_id="inbox")
-    subscriber = await upsert_subscriber(session, caller, upsert, box=box)
+    # As Novu: a page creates its subscriber, but changes an existing one only with a valid subscriberHash
+    # (without it, anyone knowing a subscriberId could rewrite that subscriber's email).
+    subscriber = await repository.subscriber(environment.id, subscriber_id)
+    if subscriber is None or verified:
+        caller = Principal(environment.id, environment.organization_id, api_key_id="inbox")
+        subscriber = await upsert_subscriber(session, caller, upsert, box=box)
     principal = SubscriberPrincipal(
         environment_id=environment.id,
         organization_id=environment.organization_id,

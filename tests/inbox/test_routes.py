@@ -141,6 +141,22 @@ async def test_session_creates_the_subscriber_and_answers_what_novu_js_reads(
     # The top-level subscriberId of Novu's older clients works too.
     again = await start_session(app, {"applicationIdentifier": identifier, "subscriberId": subscriber_id})
     assert again.status_code == 201, again.text
+    # An existing subscriber is changed only by a session that proves it (a valid hash), as in Novu.
+    renamed = {"subscriberId": subscriber_id, "firstName": "Mallory", "email": "mallory@example.com"}
+    unproven = await start_session(app, {"applicationIdentifier": identifier, "subscriber": renamed})
+    assert unproven.status_code == 201, unproven.text
+    kept = (await api.get(f"/v1/subscribers/{subscriber_id}")).json()["data"]
+    assert kept["firstName"] == "Grace" and kept.get("email") != "mallory@example.com"
+    proven = await start_session(
+        app,
+        {"applicationIdentifier": identifier, "subscriber": renamed, "subscriberHash": subscriber_hash(tenancy.api_key, subscriber_id)},
+    )
+    assert proven.status_code == 201, proven.text
+    changed = (await api.get(f"/v1/subscribers/{subscriber_id}")).json()["data"]
+    assert changed["firstName"] == "Mallory" and changed["email"] == "mallory@example.com"
+    # No subscriberId at all: Novu's 422.
+    missing = await start_session(app, {"applicationIdentifier": identifier, "subscriber": {"firstName": "Nobody"}})
+    assert_error(missing, 422, "Validation Error")
 
 
 async def test_session_counts_unread_by_workflow_severity(

@@ -373,7 +373,8 @@ async def snooze(session: AsyncSession, principal: SubscriberPrincipal, notifica
         raise BadRequestError("Snooze time must be in the future")
     if until - now > timedelta(hours=MAX_SNOOZE_DURATION_HOURS):
         raise BadRequestError(f"Snooze time must be at most {MAX_SNOOZE_DURATION_HOURS} hours from now")
-    await repository.update([notification_id], {"snoozed_until": until, "updated_at": now})
+    # Snoozing is looking at it: seen too, as in Novu.
+    await repository.update([notification_id], {"snoozed_until": until, **_seen_values(now), "updated_at": now})
     return await _view(repository, notification_id)
 
 

@@ -256,6 +256,13 @@ def _workflow_ids(workflows: Sequence[Workflow], given: FilterInput) -> frozense
     return frozenset(chosen)
 
 
+def _supported(given: FilterInput) -> FilterInput:
+    # Novu refuses it: archiving reads a notification, so an unread archived one is not a state the inbox makes.
+    if given.read is False and given.archived is True:
+        raise BadRequestError("Filtering for unread and archived notifications is not supported.")
+    return given
+
+
 async def _resolve(repository: InboxRepository, given: FilterInput, ids: Sequence[str] | None = None) -> InboxFilter:
     workflow_ids = None
     if given.tag_groups is not None or given.severities is not None:
@@ -312,14 +319,16 @@ async def list_notifications(
         cursor = await repository.get(after)
         if cursor is None:
             raise BadRequestError(f"Notification with id {after} not found: after must be a notification of the list")
-    messages, more = await repository.page(await _resolve(repository, given), utcnow(), after=cursor, offset=offset, limit=limit)
+    messages, more = await repository.page(
+        await _resolve(repository, _supported(given)), utcnow(), after=cursor, offset=offset, limit=limit
+    )
     return await _views(repository, messages), more
 
 
 async def count_notifications(session: AsyncSession, principal: SubscriberPrincipal, filters: Sequence[FilterInput]) -> list[int]:
     repository = _repository(session, principal)
     now = utcnow()
-    return [await repository.count(await _resolve(repository, given), now) for given in filters]
+    return [await repository.count(await _resolve(repository, _supported(given)), now) for given in filters]
 
 
 # -- one notification -------------------------------------------------------------------------

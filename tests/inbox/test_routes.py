@@ -349,6 +349,12 @@ async def test_list_is_newest_first_with_cursor_offset_and_filters(app: FastAPI,
     assert filtered["filter"] == {"read": False, "archived": False, "snoozed": False}
     assert await inbox.counts({"read": False, "archived": False}, {"archived": True}, {}) == [3, 1, 5]
     assert_error(await inbox.client.get("/v1/inbox/notifications", params={"limit": 101}), 422)
+    unsupported = "Filtering for unread and archived notifications is not supported."
+    assert_error(await inbox.client.get("/v1/inbox/notifications", params={"read": "false", "archived": "true"}), 400, unsupported)
+    refused = await inbox.client.get(
+        "/v1/inbox/notifications/count", params={"filters": json.dumps([{"read": False, "archived": True}])}
+    )
+    assert_error(refused, 400, unsupported)
     assert_error(await inbox.client.get("/v1/inbox/notifications/count", params={"filters": "not json"}), 422)
 
 

@@ -33,7 +33,7 @@ class InboxFilter:
     read: bool | None = None
     seen: bool | None = None
     archived: bool | None = None
-    # None leaves snoozed notifications out, as true leaves only them: a snoozed notification is away until its time.
+    # True: only those snoozed now; false: none of them (the Inbox's tabs ask for false); None: either, as Novu.
     snoozed: bool | None = None
     workflow_ids: frozenset[str] | None = None
     data: dict[str, Any] | None = None
@@ -131,10 +131,9 @@ class InboxRepository:
             conditions.append(Message.seen.is_(filters.seen))
         if filters.archived is not None:
             conditions.append(Message.archived.is_(filters.archived))
-        snoozed = and_(Message.snoozed_until.is_not(None), Message.snoozed_until > now)
-        if filters.snoozed:
-            conditions.append(snoozed)
-        else:
+        if filters.snoozed is True:
+            conditions.append(and_(Message.snoozed_until.is_not(None), Message.snoozed_until > now))
+        elif filters.snoozed is False:
             conditions.append(or_(Message.snoozed_until.is_(None), Message.snoozed_until <= now))
         if filters.workflow_ids is not None:
             conditions.append(Message.workflow_id.in_(sorted(filters.workflow_ids)))

@@ -122,7 +122,7 @@ async def list_notifications(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> NotificationsResponse:
     """Newest first; ``after`` (a notification id) continues after it. Filters: read, seen, archived,
-    snoozed (left out unless asked for), ``tags[]``, ``severity[]``, ``data`` (JSON), createdGte/createdLte (ms)."""
+    snoozed (true: snoozed now; false: not), ``tags[]``, ``severity[]``, ``data`` (JSON), createdGte/createdLte (ms)."""
     tags = _query_tags(request)
     severity = _query_severity(request)
     given = service.FilterInput(

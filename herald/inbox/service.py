@@ -14,8 +14,8 @@ State follows @novu/js (what its optimistic updates assume): reading a
 notification also marks it seen and takes it out of the archive; archiving
 also reads it; unarchiving leaves it read. Read and seen are the very flags
 the v1 feed and mark-as routes read and write (herald/messages). A snoozed
-notification is out of the lists until its time, then back by itself; tags
-and severity are its workflow's.
+notification is out of the lists that ask for ``snoozed=false`` until its
+time, then back by itself; tags and severity are its workflow's.
 """
 
 from __future__ import annotations
@@ -441,7 +441,7 @@ async def bulk(
     repository = _repository(session, principal)
     given = FilterInput(tag_groups=tag_groups(tags), data=parse_data(data))
     scope = {
-        # The inbox's own notifications: not archived, not snoozed.
+        # What each action can change: read-archive archives the read ones; snoozed ones are included, as in Novu.
         "read": {"read": False, "archived": False},
         "archive": {"archived": False},
         "read-archive": {"read": True, "archived": False},

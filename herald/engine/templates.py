@@ -1151,11 +1151,32 @@ def render_in_app(template: Mapping[str, Any], context: Mapping[str, Any]) -> di
     cta = template.get("cta")
     if isinstance(cta, Mapping):
         result["cta"] = _render_cta(cta, context)
+    avatar = _avatar(template, context)
+    if avatar:
+        result["avatar"] = avatar
     data = template.get("data")
     if isinstance(data, Mapping):
         # The Inbox's notification.data: JSON for the page's code, so strings are rendered as text, unescaped.
         result["data"] = _render_data(data, context)
     return result
+
+
+def _avatar(template: Mapping[str, Any], context: Mapping[str, Any]) -> str | None:
+    """The Inbox's avatar: the step's ``avatar`` (a URL template), else its actor's (Novu's v1 ``actor``):
+    ``user`` is the trigger's actor's avatar, ``system_custom`` a URL of its own."""
+    avatar = template.get("avatar")
+    if isinstance(avatar, str) and avatar.strip():
+        return safe_url(render_text(avatar, context)) or None
+    actor = template.get("actor")
+    if not isinstance(actor, Mapping):
+        return None
+    if actor.get("type") == "user":
+        trigger_actor = context.get("actor")
+        value = trigger_actor.get("avatar") if isinstance(trigger_actor, Mapping) else None
+        return safe_url(value) if isinstance(value, str) and value else None
+    if actor.get("type") == "system_custom" and isinstance(actor.get("data"), str):
+        return safe_url(render_text(actor["data"], context)) or None
+    return None
 
 
 def _render_data(value: Any, context: Mapping[str, Any]) -> Any:

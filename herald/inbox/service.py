@@ -510,6 +510,7 @@ def to_inbox_notification(view: NotificationView) -> dict[str, Any]:
         "readAt": isoformat(message.last_read_date) if message.read else None,
         "firstSeenAt": isoformat(first_seen),
         "archivedAt": isoformat(message.archived_at) if message.archived else None,
+        "avatar": message.avatar,
         "primaryAction": _action(cta, "primary"),
         "secondaryAction": _action(cta, "secondary"),
         "channelType": "in_app",

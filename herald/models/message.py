@@ -61,6 +61,8 @@ class Message(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     first_seen_date: Mapped[datetime | None] = mapped_column(default=None)
     # The step's data object, as the Inbox reads it (filtered by the inbox's ``data`` query).
     data: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    # The avatar the Inbox shows beside it (the step's avatar, or its actor's).
+    avatar: Mapped[str | None] = mapped_column(String(2048), default=None)
     context_keys: Mapped[list[Any]] = mapped_column(default=list)
     # The provider's id for the sent message, once accepted.
     provider_message_id: Mapped[str | None] = mapped_column(String(255), default=None)

@@ -257,6 +257,9 @@ class MessageTemplate(_Open):
     data: dict[str, Any] | None = Field(
         default=None, description="in_app: the notification's data object as the Inbox reads it (strings rendered)"
     )
+    avatar: str | None = Field(
+        default=None, description="in_app: the avatar URL the Inbox shows (rendered); else the actor's, as Novu's actor"
+    )
 
     @field_validator("type")
     @classmethod

@@ -503,3 +503,20 @@ async def test_give_way_lets_the_event_loop_turn_after_long_renders() -> None:
     templates._spent = templates.GIVE_WAY_AFTER_SECONDS
     await templates.give_way()
     assert turned == ["other"] and templates._spent == 0.0
+
+
+def test_in_app_avatar_and_data_for_the_inbox() -> None:
+    from herald.engine.templates import render_in_app
+
+    context = {"payload": {"name": "Ada <b>"}, "actor": {"avatar": "https://example.com/actor.png"}}
+    rendered = render_in_app(
+        {"content": "Hi", "data": {"who": "{{payload.name}}", "n": 1, "list": ["{{payload.name}}"]}}, context
+    )
+    # Data is JSON for the page's code: rendered, not HTML-escaped.
+    assert rendered["data"] == {"who": "Ada <b>", "n": 1, "list": ["Ada <b>"]}
+    assert "avatar" not in rendered
+    assert render_in_app({"content": "Hi", "actor": {"type": "user"}}, context)["avatar"] == "https://example.com/actor.png"
+    custom = {"content": "Hi", "actor": {"type": "system_custom", "data": "https://example.com/icon.png"}}
+    assert render_in_app(custom, context)["avatar"] == "https://example.com/icon.png"
+    assert render_in_app({"content": "Hi", "avatar": "javascript:alert(1)"}, context)["avatar"] == "#"
+    assert "avatar" not in render_in_app({"content": "Hi", "actor": {"type": "none"}}, context)

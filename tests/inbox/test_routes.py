@@ -273,6 +273,7 @@ async def test_a_triggered_notification_reaches_the_inbox_in_novu_js_shape(
                     "subject": "Invoice {{payload.number}}",
                     "content": "Hello {{payload.name}}",
                     "data": {"invoice": "{{payload.number}}", "kind": "invoice"},
+                    "avatar": "https://example.com/avatars/{{payload.name}}.png",
                     "cta": {
                         "type": "redirect",
                         "data": {"url": "https://example.com/invoices/{{payload.number}}"},
@@ -300,6 +301,7 @@ async def test_a_triggered_notification_reaches_the_inbox_in_novu_js_shape(
     assert item["channelType"] == "in_app"
     assert item["tags"] == ["billing"] and item["severity"] == "medium"
     assert item["data"] == {"invoice": "42", "kind": "invoice"}
+    assert item["avatar"] == "https://example.com/avatars/Ada.png"
     assert item["redirect"] == {"url": "https://example.com/invoices/42"}
     assert item["primaryAction"] == {"label": "Pay", "isCompleted": False}
     assert item["secondaryAction"] == {"label": "Later", "isCompleted": False}

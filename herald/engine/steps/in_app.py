@@ -24,5 +24,6 @@ async def run(ctx: StepContext) -> StepOutcome:
         read=False,
         delivered_at=[isoformat(ctx.now)],
         data=rendered.get("data"),
+        avatar=rendered.get("avatar"),
     )
     return StepOutcome.done("In-app message created", messages=[message])

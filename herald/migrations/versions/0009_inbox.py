@@ -6,8 +6,9 @@ Create Date: 2026-11-25
 
 Novu's Inbox API (herald/inbox) reads and changes more of an in-app message
 than the v1 feed: whether and when it was archived, when it was first seen,
-and the step's ``data`` object. Workflows gain Novu's ``severity`` (``none``
-for the existing ones), which the Inbox counts unread messages by.
+the step's ``data`` object and the avatar shown beside it. Workflows gain
+Novu's ``severity`` (``none`` for the existing ones), which the Inbox counts
+unread messages by.
 
 An inbox session may have to prove its subscriber with an HMAC keyed by one of
 the environment's API keys. Only a key's sha256 was kept, which cannot key an
@@ -43,6 +44,7 @@ def upgrade() -> None:
                 nullable=True,
             )
         )
+        batch_op.add_column(sa.Column('avatar', sa.String(length=2048), nullable=True))
     with op.batch_alter_table('workflows', schema=None) as batch_op:
         batch_op.add_column(sa.Column('severity', sa.String(length=16), server_default='none', nullable=False))
     with op.batch_alter_table('api_keys', schema=None) as batch_op:
@@ -57,6 +59,7 @@ def downgrade() -> None:
     with op.batch_alter_table('workflows', schema=None) as batch_op:
         batch_op.drop_column('severity')
     with op.batch_alter_table('messages', schema=None) as batch_op:
+        batch_op.drop_column('avatar')
         batch_op.drop_column('data')
         batch_op.drop_column('first_seen_date')
         batch_op.drop_column('archived_at')

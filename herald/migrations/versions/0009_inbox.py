@@ -1,7 +1,7 @@
 """the inbox: message state, workflow severity, sealed API keys
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-11-25
 
 Novu's Inbox API (herald/inbox) reads and changes more of an in-app message
@@ -25,7 +25,7 @@ from sqlalchemy.dialects import postgresql
 import herald.models.base
 
 revision = '0009'
-down_revision = '0007'
+down_revision = '0008'
 branch_labels = None
 depends_on = None
 

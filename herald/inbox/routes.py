@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from herald.inbox import service
+from herald.inbox import preference_routes, service
 from herald.inbox.schemas import (
     BulkRequest,
     CountsResponse,
@@ -258,3 +258,6 @@ _bulk_route("archive", "Archive all the notifications (of the tags and data give
 _bulk_route("read-archive", "Archive all the read notifications (of the tags and data given)")
 _bulk_route("delete", "Delete all the notifications (of the tags and data given)")
 _bulk_route("seen", "Mark notifications seen (the ids, or all of the tags and data given)")
+
+# The preferences (/v1/inbox/preferences*), in a module of their own.
+router.include_router(preference_routes.router)

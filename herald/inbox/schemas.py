@@ -7,6 +7,13 @@ from typing import Any, Literal
 from pydantic import Field
 
 from herald.kit.schemas import RequestSchema, Schema, optional_field
+from herald.preferences.schemas import (
+    PatchPreferenceChannelsDto,
+    PreferenceLevel,
+    ScheduleDto,
+    SubscriberPreferenceChannels,
+    SubscriberPreferenceOverrideDto,
+)
 
 Severity = Literal["high", "medium", "low", "none"]
 SEVERITIES: tuple[Severity, ...] = ("high", "medium", "low", "none")
@@ -156,3 +163,48 @@ class BulkRequest(RequestSchema):
     # @novu/js sends the data filter as a JSON string.
     data: str | dict[str, Any] | None = None
     notificationIds: list[str] | None = Field(default=None, max_length=1000)
+
+
+# -- preferences ------------------------------------------------------------------------------
+
+
+class InboxPreferenceWorkflow(Schema):
+    """The workflow of a template-level preference, as @novu/js's ``Preference.workflow``."""
+
+    id: str
+    identifier: str
+    name: str
+    critical: bool
+    tags: list[str] = Field(default_factory=list)
+    severity: Severity = "none"
+    data: dict[str, Any] = optional_field()
+
+
+class InboxPreference(Schema):
+    """One preference as @novu/js maps it into a ``Preference``: the global one (with its schedule, when set) or a
+    workflow's (``level: template``, with the workflow and where each channel's value comes from)."""
+
+    level: PreferenceLevel
+    enabled: bool
+    channels: SubscriberPreferenceChannels
+    overrides: list[SubscriberPreferenceOverrideDto] = optional_field()
+    workflow: InboxPreferenceWorkflow = optional_field()
+    schedule: ScheduleDto = optional_field()
+
+
+class UpdateInboxPreferenceRequest(PatchPreferenceChannelsDto):
+    """``PATCH /v1/inbox/preferences/{workflowId}``: the channels, flat (``{"email": false}``); others keep their value."""
+
+
+class UpdateInboxGlobalPreferenceRequest(PatchPreferenceChannelsDto):
+    """``PATCH /v1/inbox/preferences``: the global channels, flat, and the delivery ``schedule``."""
+
+    schedule: ScheduleDto | None = None
+
+
+class BulkInboxPreferenceItem(PatchPreferenceChannelsDto):
+    workflowId: str = Field(min_length=1)
+
+
+class BulkUpdateInboxPreferencesRequest(RequestSchema):
+    preferences: list[BulkInboxPreferenceItem] = Field(max_length=100)

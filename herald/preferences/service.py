@@ -2,8 +2,9 @@
 
 Everything here is about one subscriber's row (``Subscriber``), scoped to that
 subscriber's environment: the API-key routes find the subscriber with
-:func:`subscriber_for` (404 when another environment's), and an inbox session,
-which knows its subscriber already, calls the same functions with it.
+:func:`subscriber_for` (404 when another environment's), and the inbox routes
+with :func:`subscriber_of_token` (the subscriber a token names), then call the
+same functions with it.
 
 Levels, as in Novu: the **global** preference (enabled, the channels the
 subscriber turned on or off, a delivery schedule) and one per **workflow**
@@ -16,7 +17,7 @@ preferences may be read and set, and change nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,12 +25,13 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.engine.preferences import CHANNELS, Preference, global_channels, workflow_channels
-from herald.kit.auth import Principal
-from herald.kit.errors import NotFoundError, ValidationFailed
+from herald.kit.auth import Principal, SubscriberPrincipal
+from herald.kit.errors import BadRequestError, NotFoundError, ValidationFailed
 from herald.kit.time import utcnow
 from herald.models import Subscriber, SubscriberPreference, Workflow
 from herald.preferences.repository import PreferenceRepository
-from herald.subscribers.service import require_subscriber
+from herald.subscribers.repository import SubscriberRepository
+from herald.subscribers.service import not_found_message, require_subscriber
 
 # A schedule not given: the stored one is left as it is.
 UNCHANGED: Any = object()
@@ -65,6 +67,14 @@ class SubscriberPreferencesView:
 async def subscriber_for(session: AsyncSession, principal: Principal, subscriber_id: str) -> Subscriber:
     """The subscriber of the caller's environment named by its subscriberId (404 otherwise)."""
     return await require_subscriber(session, principal, subscriber_id)
+
+
+async def subscriber_of_token(session: AsyncSession, principal: SubscriberPrincipal) -> Subscriber:
+    """The subscriber an inbox token names (404 when it has been deleted since the session began)."""
+    found = await SubscriberRepository(session).get_by_ids(principal.environment_id, [principal.subscriber_id])
+    if not found:
+        raise NotFoundError(not_found_message(principal.external_subscriber_id))
+    return found[0]
 
 
 def step_channels(workflow: Workflow) -> tuple[str, ...]:
@@ -104,12 +114,29 @@ def _workflow_view(workflow: Workflow, row: SubscriberPreference | None) -> Work
     )
 
 
+def _listed(
+    workflow: Workflow, critical: bool | None, tags: Collection[str] | None, severities: Collection[str] | None
+) -> bool:
+    if critical is not None and bool(workflow.critical) != critical:
+        return False
+    if tags and not set(tags) & set(workflow.tags or []):
+        return False
+    return not severities or (workflow.severity or "none") in severities
+
+
 async def read_preferences(
-    session: AsyncSession, subscriber: Subscriber, *, critical: bool | None = None
+    session: AsyncSession,
+    subscriber: Subscriber,
+    *,
+    critical: bool | None = None,
+    tags: Collection[str] | None = None,
+    severities: Collection[str] | None = None,
 ) -> SubscriberPreferencesView:
     """The subscriber's global preference and one per active workflow of the environment.
 
     ``critical``: only critical workflows (True), only the others (False), or all (None).
+    ``tags``: only workflows with one of these tags; ``severities``: only workflows of one of these severities
+    (the Inbox's filters, as Novu's: any tag matches).
     """
     repository = PreferenceRepository(session)
     rows = await repository.rows_of(subscriber)
@@ -117,7 +144,7 @@ async def read_preferences(
     workflows = [
         workflow
         for workflow in await repository.active_workflows(subscriber.environment_id)
-        if critical is None or bool(workflow.critical) == critical
+        if _listed(workflow, critical, tags, severities)
     ]
     return SubscriberPreferencesView(
         _global_view(by_workflow.get(None)), [_workflow_view(w, by_workflow.get(w.id)) for w in workflows]
@@ -136,6 +163,14 @@ async def require_workflows(session: AsyncSession, subscriber: Subscriber, refer
         if reference not in found:
             raise NotFoundError(f"Workflow with id {reference} not found")
     return found
+
+
+async def require_changeable_workflow(session: AsyncSession, subscriber: Subscriber, reference: str) -> Workflow:
+    """The workflow named, refused when critical (the Inbox's rule, as Novu's: its preferences cannot be changed there)."""
+    workflow = (await require_workflows(session, subscriber, [reference]))[reference]
+    if workflow.critical:
+        raise BadRequestError(f"Critical workflow with id: {reference} can not be updated")
+    return workflow
 
 
 def _set_channels(row: SubscriberPreference, channels: Mapping[str, bool]) -> bool:
@@ -211,12 +246,23 @@ async def update_global_or_workflow(
 
 
 async def update_workflows(
-    session: AsyncSession, subscriber: Subscriber, changes: Sequence[tuple[str, Mapping[str, bool]]]
+    session: AsyncSession,
+    subscriber: Subscriber,
+    changes: Sequence[tuple[str, Mapping[str, bool]]],
+    *,
+    refuse_critical: bool = False,
 ) -> list[WorkflowPreferenceView]:
-    """Set the channels of several workflows (named by ``_id`` or identifier) at once; nothing changes when one is unknown."""
+    """Set the channels of several workflows (named by ``_id`` or identifier) at once; nothing changes when one is unknown
+    (or, with ``refuse_critical``, the Inbox's rule, critical)."""
+    if not changes:
+        raise BadRequestError("No preferences provided for bulk update")
     if len({reference for reference, _ in changes}) < len(changes):
         raise ValidationFailed.field("preferences", "each workflow may be named once", [ref for ref, _ in changes])
     workflows = await require_workflows(session, subscriber, [reference for reference, _ in changes])
+    if refuse_critical:
+        critical = list(dict.fromkeys(workflow.id for workflow in workflows.values() if workflow.critical))
+        if critical:
+            raise BadRequestError(f"Critical workflows with ids: {', '.join(critical)} cannot be updated")
     return [
         await update_workflow(session, subscriber, workflows[reference], channels=channels)
         for reference, channels in changes

@@ -33,6 +33,7 @@ WorkflowIdPath = Annotated[str, Path(description="The workflow's _id (what @novu
 
 
 def _global(view: GlobalPreferenceView) -> InboxPreference:
+    """The global preference: the channels some active workflow delivers on (``service.in_use``), as Novu's Inbox."""
     return InboxPreference.model_validate(
         compact({"level": "global", "enabled": view.enabled, "channels": view.channels, "schedule": view.schedule})
     )
@@ -91,6 +92,7 @@ async def list_preferences(
         critical=CRITICALITY[criticality],
         tags=_query_tags(request),
         severities=inbox_service.severities(_query_severity(request)),
+        channels_in_use=True,
     )
     return DataResponse(data=[_global(preferences.global_), *(_workflow(view) for view in preferences.workflows)])
 
@@ -98,7 +100,7 @@ async def list_preferences(
 @router.get("/global", response_model=DataResponse[InboxPreference], summary="Get the subscriber's global preference")
 async def get_global_preference(session: SessionDep, principal: SubscriberPrincipalDep) -> DataResponse[InboxPreference]:
     subscriber = await service.subscriber_of_token(session, principal)
-    return DataResponse(data=_global(await service.read_global(session, subscriber)))
+    return DataResponse(data=_global(await service.in_use(session, subscriber, await service.read_global(session, subscriber))))
 
 
 @router.patch("", response_model=DataResponse[InboxPreference], summary="Update the subscriber's global preference")
@@ -113,7 +115,7 @@ async def update_global_preference(
         channels=body.given(),
         schedule=body.schedule.model_dump(exclude_none=True) if body.schedule is not None else service.UNCHANGED,
     )
-    return DataResponse(data=_global(view))
+    return DataResponse(data=_global(await service.in_use(session, subscriber, view)))
 
 
 @router.patch(

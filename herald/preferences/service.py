@@ -17,8 +17,8 @@ preferences may be read and set, and change nothing.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -131,24 +131,35 @@ async def read_preferences(
     critical: bool | None = None,
     tags: Collection[str] | None = None,
     severities: Collection[str] | None = None,
+    channels_in_use: bool = False,
 ) -> SubscriberPreferencesView:
     """The subscriber's global preference and one per active workflow of the environment.
 
     ``critical``: only critical workflows (True), only the others (False), or all (None).
     ``tags``: only workflows with one of these tags; ``severities``: only workflows of one of these severities
-    (the Inbox's filters, as Novu's: any tag matches).
+    (the Inbox's filters, as Novu's: any tag matches). ``channels_in_use``: the global preference answers only
+    the channels some active workflow delivers on (see :func:`in_use`).
     """
     repository = PreferenceRepository(session)
     rows = await repository.rows_of(subscriber)
     by_workflow = {row.workflow_id: row for row in rows}
-    workflows = [
-        workflow
-        for workflow in await repository.active_workflows(subscriber.environment_id)
-        if _listed(workflow, critical, tags, severities)
-    ]
+    active = await repository.active_workflows(subscriber.environment_id)
+    found = _global_view(by_workflow.get(None))
     return SubscriberPreferencesView(
-        _global_view(by_workflow.get(None)), [_workflow_view(w, by_workflow.get(w.id)) for w in workflows]
+        _in_use(found, active) if channels_in_use else found,
+        [_workflow_view(w, by_workflow.get(w.id)) for w in active if _listed(w, critical, tags, severities)],
     )
+
+
+def _in_use(view: GlobalPreferenceView, workflows: Iterable[Workflow]) -> GlobalPreferenceView:
+    used = {channel for workflow in workflows for channel in step_channels(workflow)}
+    return replace(view, channels={channel: value for channel, value in view.channels.items() if channel in used})
+
+
+async def in_use(session: AsyncSession, subscriber: Subscriber, view: GlobalPreferenceView) -> GlobalPreferenceView:
+    """The global preference with only the channels an active step of an active workflow delivers on: what Novu's
+    Inbox answers (its preferences panel shows no switch for a channel nothing sends on). What is stored is unchanged."""
+    return _in_use(view, await PreferenceRepository(session).active_workflows(subscriber.environment_id))
 
 
 async def read_global(session: AsyncSession, subscriber: Subscriber) -> GlobalPreferenceView:

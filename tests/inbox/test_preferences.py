@@ -17,7 +17,7 @@ from fastapi import FastAPI
 from herald.engine.worker import Worker
 from tests.conftest import Tenancy, assert_error, make_client
 from tests.engine.conftest import details_of, messages_of, trigger
-from tests.engine.test_delivery import EMAIL, IN_APP, name_of, settle
+from tests.engine.test_delivery import EMAIL, IN_APP, SMS, name_of, settle
 from tests.fixtures.builders import create_subscriber, create_workflow
 from tests.inbox.test_routes import application_identifier, start_session, worker  # noqa: F401 (fixture)
 
@@ -71,11 +71,8 @@ async def test_the_list_is_the_global_preference_then_each_active_non_critical_w
     critical = await create_workflow(api, critical=True)
     inactive = await create_workflow(api, active=False)
     preferences = await listed(inbox, criticality="nonCritical")
-    assert preferences[0] == {
-        "level": "global",
-        "enabled": True,
-        "channels": {"email": True, "sms": True, "in_app": True, "chat": True, "push": True},
-    }
+    # The global preference: the channels some active workflow's steps deliver on, as Novu's Inbox answers it.
+    assert preferences[0] == {"level": "global", "enabled": True, "channels": {"email": True, "in_app": True}}
     assert [entry["workflow"]["id"] for entry in preferences[1:]] == [plain["_id"], tagged["_id"]]
     assert preferences[1] == {
         "level": "template",
@@ -117,37 +114,47 @@ async def test_the_list_is_the_global_preference_then_each_active_non_critical_w
 
 
 async def test_the_global_preference_takes_channels_and_a_schedule_and_answers_them(
-    inbox: httpx.AsyncClient, api: httpx.AsyncClient
+    app: FastAPI, tenancy: Tenancy, api: httpx.AsyncClient
 ) -> None:
-    answer = await patched(inbox, PATH, {"email": False, "schedule": SCHEDULE})
-    assert answer == {
-        "level": "global",
-        "enabled": True,
-        "channels": {"email": False, "sms": True, "in_app": True, "chat": True, "push": True},
-        "schedule": SCHEDULE,
-    }
-    # The schedule is kept by a change that does not name it; channels not named keep their value.
-    again = await patched(inbox, PATH, {"sms": False})
-    assert again["channels"] == {"email": False, "sms": False, "in_app": True, "chat": True, "push": True}
-    assert again["schedule"] == SCHEDULE
-    # Only the schedule, as @novu/js's schedule.update() sends it.
-    turned_off = await patched(inbox, PATH, {"schedule": {"isEnabled": False, "weeklySchedule": SCHEDULE["weeklySchedule"]}})
-    assert turned_off["schedule"] == {"isEnabled": False, "weeklySchedule": SCHEDULE["weeklySchedule"]}
-    assert turned_off["channels"]["email"] is False
-    response = await inbox.get(f"{PATH}/global")
-    assert response.status_code == 200, response.text
-    assert response.json()["data"] == turned_off
-    assert (await listed(inbox))[0] == turned_off
+    inbox, subscriber = await open_inbox(app, tenancy, api)
+    async with inbox:
+        await create_workflow(api, steps=[IN_APP, EMAIL])
+        await create_workflow(api, steps=[SMS])
+        answer = await patched(inbox, PATH, {"email": False, "schedule": SCHEDULE})
+        assert answer == {
+            "level": "global",
+            "enabled": True,
+            "channels": {"email": False, "sms": True, "in_app": True},
+            "schedule": SCHEDULE,
+        }
+        # The schedule is kept by a change that does not name it; channels not named keep their value. A channel no
+        # workflow uses is kept and not answered (the API-key routes show every channel).
+        again = await patched(inbox, PATH, {"sms": False, "push": False})
+        assert again["channels"] == {"email": False, "sms": False, "in_app": True}
+        assert again["schedule"] == SCHEDULE
+        stored = (await api.get(f"/v2/subscribers/{subscriber['subscriberId']}/preferences")).json()["data"]["global"]
+        assert stored["channels"] == {"email": False, "sms": False, "in_app": True, "chat": True, "push": False}
+        assert stored["schedule"] == SCHEDULE
+        # Only the schedule, as @novu/js's schedule.update() sends it.
+        turned_off = await patched(inbox, PATH, {"schedule": {"isEnabled": False, "weeklySchedule": SCHEDULE["weeklySchedule"]}})
+        assert turned_off["schedule"] == {"isEnabled": False, "weeklySchedule": SCHEDULE["weeklySchedule"]}
+        assert turned_off["channels"]["email"] is False
+        response = await inbox.get(f"{PATH}/global")
+        assert response.status_code == 200, response.text
+        assert response.json()["data"] == turned_off
+        assert (await listed(inbox))[0] == turned_off
 
 
-async def test_the_global_preference_without_a_schedule_has_none(inbox: httpx.AsyncClient) -> None:
+async def test_the_global_preference_without_a_schedule_has_none(inbox: httpx.AsyncClient, api: httpx.AsyncClient) -> None:
     response = await inbox.get(f"{PATH}/global")
     assert response.status_code == 200, response.text
-    assert response.json()["data"] == {
-        "level": "global",
-        "enabled": True,
-        "channels": {"email": True, "sms": True, "in_app": True, "chat": True, "push": True},
-    }
+    # No workflow: no channel to show.
+    assert response.json()["data"] == {"level": "global", "enabled": True, "channels": {}}
+    await create_workflow(api, steps=[IN_APP])
+    await create_workflow(api, steps=[SMS], active=False)
+    await create_workflow(api, steps=[IN_APP, {**EMAIL, "active": False}])
+    response = await inbox.get(f"{PATH}/global")
+    assert response.json()["data"] == {"level": "global", "enabled": True, "channels": {"in_app": True}}
 
 
 async def test_a_workflow_preference_is_changed_by_its_id_or_its_identifier(
@@ -259,15 +266,11 @@ async def test_a_token_sees_and_changes_its_own_subscriber_only(
         await patched(first, f"{PATH}/{workflow['_id']}", {"in_app": False})
         await patched(first, f"{PATH}/bulk", {"preferences": [{"workflowId": workflow["_id"], "email": False}]})
         theirs = await listed(second)
-        assert theirs[0] == {
-            "level": "global",
-            "enabled": True,
-            "channels": {"email": True, "sms": True, "in_app": True, "chat": True, "push": True},
-        }
+        assert theirs[0] == {"level": "global", "enabled": True, "channels": {"email": True, "in_app": True}}
         assert by_workflow(theirs)[name_of(workflow)]["channels"] == {"in_app": True, "email": True}
         await patched(second, PATH, {"email": True, "sms": False})
         mine = await listed(first)
-        assert mine[0]["channels"]["email"] is False and mine[0]["channels"]["sms"] is True
+        assert mine[0]["channels"] == {"email": False, "in_app": True}
         assert mine[0]["schedule"] == SCHEDULE
         assert by_workflow(mine)[name_of(workflow)]["channels"] == {"in_app": False, "email": False}
         # The API-key routes read the same rows: each subscriber's own.
@@ -314,9 +317,5 @@ async def test_invalid_preference_bodies_answer_novus_422(inbox: httpx.AsyncClie
     assert_error(await inbox.patch(f"{PATH}/bulk", json={}), 422)
     # Nothing was stored by the refused changes.
     preferences = await listed(inbox)
-    assert preferences[0] == {
-        "level": "global",
-        "enabled": True,
-        "channels": {"email": True, "sms": True, "in_app": True, "chat": True, "push": True},
-    }
+    assert preferences[0] == {"level": "global", "enabled": True, "channels": {"in_app": True}}
     assert by_workflow(preferences)[name_of(workflow)]["channels"] == {"in_app": True}

@@ -7,7 +7,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -30,6 +30,9 @@ from herald.kit.logs import quiet_http_client_logs
 from herald.kit.request_guard import RequestGuardMiddleware
 from herald.kit.responses import JSONResponse
 from herald.kit.schemas import RequestRoute
+from herald.realtime.server import PATH as SOCKET_PATH
+from herald.realtime.server import Realtime
+from herald.realtime.signals import deliver_on_commit, forget_on_rollback
 
 if TYPE_CHECKING:
     from herald.engine.worker import Worker
@@ -70,8 +73,14 @@ class HeraldApp(FastAPI):
     """
 
     direct: DirectRoutes | None = None
+    # The Inbox's socket (herald/realtime), served at /socket.io/ before any other route or middleware.
+    realtime: Realtime | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        realtime = self.realtime
+        if realtime is not None and scope["type"] != "lifespan" and scope["path"].startswith(SOCKET_PATH):
+            await realtime(scope, receive, send)
+            return
         direct = self.direct
         if direct is not None and direct.endpoint_for(scope) is not None:
             await direct(scope, receive, send)
@@ -124,7 +133,20 @@ def create_app(settings: Settings | None = None) -> HeraldApp:
     engine = create_engine(settings.database_url, pool_size=settings.database_pool_size)
     # Every commit that wrote jobs wakes this process's worker without waiting for its poll.
     job_signal = JobSignal()
-    sessionmaker = create_sessionmaker(engine, after_commit=ring_on_commit(job_signal))
+    ring = ring_on_commit(job_signal)
+    # The sockets this process holds (herald/realtime). On SQLite a commit that
+    # changed an inbox hands the change to them itself; on PostgreSQL every
+    # change comes back through LISTEN, whichever process made it.
+    realtime_holder: list[Realtime] = []
+    hand_over = deliver_on_commit(lambda changes: realtime_holder[0].deliver(changes))
+
+    def after_commit(session: Any) -> None:
+        ring(session)
+        hand_over(session)
+
+    sessionmaker = create_sessionmaker(engine, after_commit=after_commit, after_rollback=forget_on_rollback)
+    realtime = Realtime(sessionmaker, settings.secret_key, settings.database_url)
+    realtime_holder.append(realtime)
     api_keys = ApiKeyResolver(sessionmaker, settings.api_key_cache_seconds)
 
     in_flight = RequestsInFlight()
@@ -138,6 +160,8 @@ def create_app(settings: Settings | None = None) -> HeraldApp:
         )
         worker_task = None
         worker_engine = None
+        # On PostgreSQL every process's inbox changes reach this process's sockets through LISTEN.
+        listener = None if settings.is_sqlite else asyncio.create_task(realtime.listen(stop))
         if settings.run_worker:
             worker_sessions = sessionmaker
             if not settings.is_sqlite:
@@ -146,7 +170,9 @@ def create_app(settings: Settings | None = None) -> HeraldApp:
                 worker_engine = create_engine(
                     settings.database_url, pool_size=max(2, settings.worker_concurrency), index_reads=True
                 )
-                worker_sessions = create_sessionmaker(worker_engine, after_commit=ring_on_commit(job_signal))
+                worker_sessions = create_sessionmaker(
+                    worker_engine, after_commit=ring_on_commit(job_signal), after_rollback=forget_on_rollback
+                )
             # It gives way to this process's API when requests are waiting (engine/worker.py):
             # the most at once during its round, as a group commit answers a whole
             # batch at once and the count right after says little.
@@ -157,6 +183,9 @@ def create_app(settings: Settings | None = None) -> HeraldApp:
         finally:
             stop.set()
             job_signal.ring()
+            await realtime.close()
+            if listener is not None:
+                await listener
             if worker_task is not None:
                 await worker_task
             if worker_engine is not None:
@@ -223,4 +252,6 @@ def create_app(settings: Settings | None = None) -> HeraldApp:
     app.add_middleware(CountRequestsMiddleware, counter=in_flight)
     app.add_middleware(InboxCORSMiddleware, origins=settings.cors_origins)
     app.direct = direct_routes(app, routers)
+    app.realtime = realtime
+    app.state.realtime = realtime
     return app

@@ -34,6 +34,7 @@ from herald.models import (
     TopicSubscriber,
     Workflow,
 )
+from herald.realtime.signals import RECEIVED, Change, announce
 from herald.subscribers.channels import merge_requested_channels
 
 # Fields a trigger may set on a subscriber (inline subscriber objects and actors).
@@ -577,6 +578,15 @@ class EngineRepository:
                 skip_conflicts_on=("job_id", "delivery_key"),
                 returning=("job_id", "delivery_key"),
             )
+        )
+        # A new in-app message reaches its subscriber's sockets once this commits (herald/realtime).
+        await announce(
+            self.session,
+            [
+                Change(row["environment_id"], row["subscriber_id"], RECEIVED, row["id"])
+                for row in rows
+                if row["channel"] == "in_app" and (row["job_id"], row["delivery_key"]) in written
+            ],
         )
         earlier = [m for m, row in zip(messages, rows, strict=True) if (row["job_id"], row["delivery_key"]) not in written]
         if not earlier:

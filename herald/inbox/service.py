@@ -40,6 +40,7 @@ from herald.kit.errors import BadRequestError, NotFoundError, ValidationFailed
 from herald.kit.time import isoformat, parse_iso, utcnow
 from herald.models import Message, Subscriber, Workflow
 from herald.organizations.service import IN_APP_PROVIDER_ID
+from herald.realtime.signals import COUNTS, Change, announce
 
 logger = logging.getLogger("herald.inbox")
 
@@ -284,6 +285,11 @@ def _repository(session: AsyncSession, principal: SubscriberPrincipal) -> InboxR
     return InboxRepository(session, principal.environment_id, principal.subscriber_id)
 
 
+async def _counts_changed(session: AsyncSession, principal: SubscriberPrincipal) -> None:
+    """The subscriber's sockets are sent their counts again once this commits (herald/realtime)."""
+    await announce(session, [Change(principal.environment_id, principal.subscriber_id, COUNTS)])
+
+
 # -- reads ------------------------------------------------------------------------------------
 
 
@@ -367,6 +373,7 @@ async def change_state(session: AsyncSession, principal: SubscriberPrincipal, no
     repository = _repository(session, principal)
     await _require(repository, notification_id)
     await repository.update([notification_id], _state_values(action, utcnow()))
+    await _counts_changed(session, principal)
     return await _view(repository, notification_id)
 
 
@@ -384,6 +391,7 @@ async def snooze(session: AsyncSession, principal: SubscriberPrincipal, notifica
         raise BadRequestError(f"Snooze time must be at most {MAX_SNOOZE_DURATION_HOURS} hours from now")
     # Snoozing is looking at it: seen too, as in Novu.
     await repository.update([notification_id], {"snoozed_until": until, **_seen_values(now), "updated_at": now})
+    await _counts_changed(session, principal)
     return await _view(repository, notification_id)
 
 
@@ -395,6 +403,7 @@ async def unsnooze(session: AsyncSession, principal: SubscriberPrincipal, notifi
     if message.snoozed_until is not None:
         delivered = [*(message.delivered_at or []), isoformat(now)]
         await repository.update([notification_id], {"snoozed_until": None, "delivered_at": delivered, "updated_at": now})
+        await _counts_changed(session, principal)
     return await _view(repository, notification_id)
 
 
@@ -423,6 +432,7 @@ async def delete_notification(session: AsyncSession, principal: SubscriberPrinci
     repository = _repository(session, principal)
     await _require(repository, notification_id)
     await repository.delete([notification_id])
+    await _counts_changed(session, principal)
 
 
 # -- bulk -------------------------------------------------------------------------------------
@@ -451,9 +461,13 @@ async def bulk(
     resolved = await _resolve(repository, FilterInput(**{**given.__dict__, **scope}), ids=notification_ids)
     ids = await repository.ids_matching(resolved, utcnow())
     if action == "delete":
-        return await repository.delete(ids)
-    state = {"read": "read", "archive": "archive", "read-archive": "archive", "seen": "seen"}[action]
-    return await repository.update(ids, _state_values(state, utcnow()))
+        changed = await repository.delete(ids)
+    else:
+        state = {"read": "read", "archive": "archive", "read-archive": "archive", "seen": "seen"}[action]
+        changed = await repository.update(ids, _state_values(state, utcnow()))
+    if changed:
+        await _counts_changed(session, principal)
+    return changed
 
 
 # -- answers ----------------------------------------------------------------------------------

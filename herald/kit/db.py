@@ -271,18 +271,25 @@ async def lock_for_transaction(session: AsyncSession, name: str) -> None:
 
 
 def create_sessionmaker(
-    engine: AsyncEngine, *, after_commit: Callable[[Session], None] | None = None
+    engine: AsyncEngine,
+    *,
+    after_commit: Callable[[Session], None] | None = None,
+    after_rollback: Callable[[Session], None] | None = None,
 ) -> async_sessionmaker[AsyncSession]:
     """Sessions on ``engine``; ``after_commit`` is called with each session whose transaction committed.
 
-    The hook belongs to this sessionmaker's sessions only (a Session class of
-    their own carries it), so every commit of the process's API, group commit
+    The hooks belong to this sessionmaker's sessions only (a Session class of
+    their own carries them), so every commit of the process's API, group commit
     and worker passes through one place, whoever opened the session.
+    ``after_rollback`` is called with each session whose transaction rolled back.
     """
     session_class: type[Session] = Session
-    if after_commit is not None:
+    if after_commit is not None or after_rollback is not None:
         session_class = type("HookedSession", (Session,), {})
+    if after_commit is not None:
         event.listen(session_class, "after_commit", after_commit)
+    if after_rollback is not None:
+        event.listen(session_class, "after_rollback", after_rollback)
     # Objects stay readable after commit: responses are shaped from them.
     return async_sessionmaker(engine, expire_on_commit=False, autoflush=False, sync_session_class=session_class)
 

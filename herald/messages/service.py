@@ -28,6 +28,7 @@ from herald.messages.repository import FeedFilter, MessageRepository
 from herald.messages.schemas import MarkAs
 from herald.messages.schemas import Message as MessageSchema
 from herald.models import Message, Subscriber
+from herald.realtime.signals import COUNTS, Change, announce
 from herald.subscribers.repository import SubscriberRepository
 
 
@@ -118,9 +119,17 @@ async def mark_messages_as(
     """
     subscriber = await _subscriber(session, principal, subscriber_id, f"Subscriber {subscriber_id} not found")
     now = utcnow()
-    return await MessageRepository(session).set_state(
+    changed = await MessageRepository(session).set_state(
         principal.environment_id, subscriber.id, message_ids, {**_flags(mark_as), **_stamps(mark_as, now)}
     )
+    if changed:
+        await _counts_changed(session, principal.environment_id, subscriber.id)
+    return changed
+
+
+async def _counts_changed(session: AsyncSession, environment_id: str, subscriber_id: str) -> None:
+    """The subscriber's Inbox sockets are sent their counts again once this commits (herald/realtime)."""
+    await announce(session, [Change(environment_id, subscriber_id, COUNTS)])
 
 
 def _does_not_exist(subscriber_id: str, principal: Principal) -> str:
@@ -146,9 +155,12 @@ async def mark_all_messages_as(
         _does_not_exist(subscriber_id, principal),
     )
     now = utcnow()
-    return await MessageRepository(session).set_flags_of_all(
+    changed = await MessageRepository(session).set_flags_of_all(
         principal.environment_id, subscriber.id, _flags(mark_as), _stamps(mark_as, now), feed_ids=feed_ids
     )
+    if changed:
+        await _counts_changed(session, principal.environment_id, subscriber.id)
+    return changed
 
 
 async def record_action(
@@ -268,6 +280,8 @@ async def delete_message(session: AsyncSession, principal: Principal, message_id
     if message is None:
         raise NotFoundError(f"Message with id {message_id} not found")
     await repository.delete(message)
+    if message.channel == "in_app":
+        await _counts_changed(session, message.environment_id, message.subscriber_id)
 
 
 async def delete_messages_by_transaction(

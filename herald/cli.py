@@ -213,6 +213,11 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         access_log=False,
         proxy_headers=True,
         server_header=False,
+        # The Inbox's sockets (herald/realtime), held by the thousand: no compression (its events are
+        # small JSON, and a deflate context per socket held about 40 KB), and no websocket pings of the
+        # server's own (socket.io pings every 25 s).
+        ws_per_message_deflate=False,
+        ws_ping_interval=None,
     )
     return 0
 

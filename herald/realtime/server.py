@@ -31,7 +31,7 @@ from herald.kit.auth import SubscriberPrincipal, verify_subscriber_token
 from herald.kit.db import session_scope
 from herald.kit.errors import UnauthorizedError
 from herald.realtime import service
-from herald.realtime.signals import CHANNEL, COUNTS, RECEIVED, Change
+from herald.realtime.signals import CHANNEL, RECEIVED, Change
 
 logger = logging.getLogger("herald.realtime")
 
@@ -114,24 +114,19 @@ class Realtime:
             task.add_done_callback(self._tasks.discard)
 
     async def _send(self, change: Change) -> None:
-        principal = service.principal_for(change.environment_id, change.subscriber_id)
         room = room_of(change.environment_id, change.subscriber_id)
+        message_id = change.message_id if change.kind == RECEIVED else None
         try:
             async with self.sessionmaker() as session:
-                received = None
-                if change.kind == RECEIVED and change.message_id:
-                    received = await service.received_message(session, principal, change.message_id)
-                unseen = await service.unseen_count(session, principal)
-                unread = await service.unread_counts(session, principal)
+                received, unseen, unread = await service.payloads(session, change.environment_id, change.subscriber_id, message_id)
                 await session.rollback()
         except Exception:
             logger.warning("could not read what to send subscriber %s", change.subscriber_id, exc_info=True)
             return
         if received is not None:
             await self.server.emit("notification_received", received, room=room)
-        if change.kind in (RECEIVED, COUNTS):
-            await self.server.emit("unseen_count_changed", unseen, room=room)
-            await self.server.emit("unread_count_changed", unread, room=room)
+        await self.server.emit("unseen_count_changed", unseen, room=room)
+        await self.server.emit("unread_count_changed", unread, room=room)
 
     def heard(self, payload: str) -> None:
         change = Change.decode(payload)

@@ -11,47 +11,34 @@ counts, hasMore}``, of which the client reads ``counts``, the session's
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.inbox.repository import InboxFilter, InboxRepository
-from herald.inbox.service import NotificationView, to_inbox_notification, unread_by_severity
+from herald.inbox.service import NotificationView, to_inbox_notification
 from herald.kit.auth import SubscriberPrincipal
 from herald.kit.time import utcnow
-from herald.models import Subscriber
+from herald.realtime import repository
 
 
-def principal_for(environment_id: str, subscriber_id: str) -> SubscriberPrincipal:
-    # The organization is not read by anything here (every read is scoped by environment and subscriber).
-    return SubscriberPrincipal(environment_id=environment_id, organization_id="", subscriber_id=subscriber_id, external_subscriber_id="")
-
-
-async def unseen_count(session: AsyncSession, principal: SubscriberPrincipal) -> dict[str, Any]:
-    """``unseen_count_changed``: what the Inbox has not looked at yet (not archived, not snoozed)."""
-    repository = InboxRepository(session, principal.environment_id, principal.subscriber_id)
-    count = await repository.count(InboxFilter(seen=False, archived=False, snoozed=False), utcnow())
-    return {"unseenCount": count, "hasMore": False}
-
-
-async def unread_counts(session: AsyncSession, principal: SubscriberPrincipal) -> dict[str, Any]:
-    """``unread_count_changed``: the unread badge, as the session's ``unreadCount`` (``counts``) and its total."""
-    severity = await unread_by_severity(session, principal)
+async def payloads(
+    session: AsyncSession, environment_id: str, subscriber_id: str, message_id: str | None
+) -> tuple[dict[str, Any] | None, dict[str, Any], dict[str, Any]]:
+    """What a change sends: ``notification_received``'s ``{message}`` (None without a message, or when it is gone),
+    ``unseen_count_changed``'s and ``unread_count_changed``'s bodies. Two statements at most."""
+    now = utcnow()
+    received = None
+    if message_id is not None:
+        found = await repository.message(session, environment_id, subscriber_id, message_id)
+        if found is not None:
+            received = {"message": novu_message(NotificationView(found[0], found[1], found[2], now))}
+    severity, unseen = await repository.counts(session, environment_id, subscriber_id, now)
     total = sum(severity.values())
-    return {"unreadCount": total, "counts": {"total": total, "severity": severity}, "hasMore": False}
-
-
-async def received_message(session: AsyncSession, principal: SubscriberPrincipal, message_id: str) -> dict[str, Any] | None:
-    """``notification_received``'s ``{message}``, or None when the message is gone (deleted since)."""
-    repository = InboxRepository(session, principal.environment_id, principal.subscriber_id)
-    message = await repository.get(message_id)
-    if message is None:
-        return None
-    workflows = await repository.workflows([message.workflow_id]) if message.workflow_id else []
-    view = NotificationView(message, workflows[0] if workflows else None, await repository.subscriber(), utcnow())
-    return {"message": novu_message(view)}
+    return (
+        received,
+        {"unseenCount": unseen, "hasMore": False},
+        {"unreadCount": total, "counts": {"total": total, "severity": severity}, "hasMore": False},
+    )
 
 
 def novu_message(view: NotificationView) -> dict[str, Any]:
@@ -99,15 +86,6 @@ def novu_message(view: NotificationView) -> dict[str, Any]:
     }
 
 
-async def set_online(session: AsyncSession, principal: SubscriberPrincipal, online: bool, now: datetime | None = None) -> None:
+async def set_online(session: AsyncSession, principal: SubscriberPrincipal, online: bool) -> None:
     """``isOnline`` as Novu's socket keeps it: true on connect; false, with ``lastOnlineAt``, on the last disconnect."""
-    values: dict[str, Any] = {"is_online": online}
-    if not online:
-        values["last_online_at"] = now or utcnow()
-    await session.execute(
-        update(Subscriber)
-        .where(Subscriber.id == principal.subscriber_id, Subscriber.environment_id == principal.environment_id)
-        .values(**values),
-        execution_options={"synchronize_session": False},
-    )
-
+    await repository.set_online(session, principal.environment_id, principal.subscriber_id, online)

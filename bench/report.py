@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 
 @dataclass
@@ -47,9 +48,9 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def machine() -> str:
-    cores = os.cpu_count() or 0
-    model = ""
+def machine_facts() -> dict[str, Any]:
+    """Facts about this machine, from /proc where Linux has them (None where it does not)."""
+    model = None
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -57,16 +58,30 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    memory = ""
+    memory = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal:"):
-                memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB RAM"
+                memory = round(int(line.split()[1]) / 1024 / 1024, 1)
                 break
     except OSError:
         pass
-    cpu = f"{cores} cores" + (f" ({model})" if model else "")
-    return ", ".join(part for part in (cpu, memory, f"Linux {platform.release()}", f"Python {sys.version.split()[0]}") if part)
+    return {
+        "cores": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gib": memory,
+        "kernel": f"{platform.system()} {platform.release()}",
+        "python": sys.version.split()[0],
+    }
+
+
+def machine() -> str:
+    """The machine in one line, as the table's heading shows it."""
+    facts = machine_facts()
+    cpu = f"{facts['cores'] or 0} cores" + (f" ({facts['cpu_model']})" if facts["cpu_model"] else "")
+    memory = f"{facts['memory_gib']:.1f} GiB RAM" if facts["memory_gib"] is not None else ""
+    parts = (cpu, memory, f"Linux {platform.release()}", f"Python {facts['python']}")
+    return ", ".join(part for part in parts if part)
 
 
 def section(title: str, command: str, notes: list[str], rows: list[Row], stamp: datetime | None = None) -> str:

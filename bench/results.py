@@ -17,46 +17,16 @@ The file is named after the run's start and its store, e.g. ``2026-11-25T1029Z-p
 from __future__ import annotations
 
 import json
-import os
-import platform
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.report import Row
+from bench.report import Row, machine_facts
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 SCHEMA = 1
-
-
-def machine() -> dict[str, Any]:
-    """Facts about this machine, from /proc where Linux has them (None where it does not)."""
-    model = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    memory = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                memory = round(int(line.split()[1]) / 1024 / 1024, 1)
-                break
-    except OSError:
-        pass
-    return {
-        "cores": os.cpu_count(),
-        "cpu_model": model,
-        "memory_gib": memory,
-        "kernel": f"{platform.system()} {platform.release()}",
-        "python": sys.version.split()[0],
-    }
 
 
 def herald_commit(root: Path = ROOT) -> tuple[str | None, bool | None]:
@@ -112,7 +82,7 @@ def record(
         "server": server,
         "workers": workers,
         "title": title,
-        "machine": machine(),
+        "machine": machine_facts(),
         "herald_commit": commit,
         "herald_dirty": dirty,
         "command": command,

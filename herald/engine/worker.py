@@ -29,7 +29,7 @@ from herald.engine.retention import Purged, Retention, purge_history
 from herald.engine.runner import JobRunner
 from herald.engine.steps.base import EngineSettings
 from herald.kit.crypto import SecretBox
-from herald.kit.db import without_transaction
+from herald.kit.db import listen_until, without_transaction
 from herald.kit.idempotency import IdempotencyRepository
 from herald.kit.ids import short_id
 from herald.kit.outbound import OutboundPolicy
@@ -252,22 +252,5 @@ class Worker:
         return bool(self.database_url) and make_url(self.database_url or "").get_backend_name() == "postgresql"
 
     async def _listen(self, stop: asyncio.Event) -> None:
-        """LISTEN for job notifications on a connection of its own; reconnect when it drops."""
-        import asyncpg
-
-        dsn = make_url(self.database_url or "").set(drivername="postgresql").render_as_string(hide_password=False)
-        while not stop.is_set():
-            try:
-                connection = await asyncpg.connect(dsn)
-                try:
-                    await connection.add_listener(queue.WAKE_CHANNEL, lambda _c, _p, _ch, payload: self.heard(payload))
-                    while not stop.is_set() and not connection.is_closed():
-                        await asyncio.sleep(1.0)
-                finally:
-                    with suppress(Exception):
-                        await connection.close()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                logger.warning("LISTEN connection failed (%s); polling meanwhile", exc)
-                await asyncio.sleep(2.0)
+        """LISTEN for job notifications on a connection of its own; reconnect when it drops (polling meanwhile)."""
+        await listen_until(self.database_url or "", queue.WAKE_CHANNEL, self.heard, stop, what="worker")

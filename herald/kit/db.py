@@ -343,3 +343,45 @@ async def fetch_outside_transaction(session: AsyncSession, statement: str, param
             pass
     result = await connection.exec_driver_sql(statement, tuple(parameters))
     return list(result.all())
+
+
+async def listen_until(
+    database_url: str,
+    channel: str,
+    on_payload: Callable[[str], None],
+    stop: asyncio.Event,
+    *,
+    what: str,
+    check_seconds: float = 1.0,
+    retry_seconds: float = 2.0,
+) -> None:
+    """LISTEN on ``channel`` (PostgreSQL) on a connection of its own until ``stop``; reconnect when it drops.
+
+    The pool's connections cannot LISTEN: a notification is delivered to the
+    one connection that asked, for as long as it lives. ``what`` names the
+    listener in the warning logged when the connection fails.
+    """
+    import logging
+    from contextlib import suppress
+
+    import asyncpg
+
+    dsn = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    while not stop.is_set():
+        try:
+            connection = await asyncpg.connect(dsn)
+            try:
+                await connection.add_listener(channel, lambda _c, _p, _ch, payload: on_payload(payload))
+                while not stop.is_set() and not connection.is_closed():
+                    with suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), check_seconds)
+            finally:
+                with suppress(Exception):
+                    await connection.close()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logging.getLogger("herald.db").warning("%s: LISTEN connection failed (%s); retrying", what, exc)
+            with suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), retry_seconds)
+

@@ -23,12 +23,11 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import socketio
-from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.types import Receive, Scope, Send
 
 from herald.kit.auth import SubscriberPrincipal, verify_subscriber_token
-from herald.kit.db import session_scope
+from herald.kit.db import listen_until, session_scope
 from herald.kit.errors import UnauthorizedError
 from herald.realtime import service
 from herald.realtime.signals import CHANNEL, RECEIVED, Change
@@ -135,26 +134,7 @@ class Realtime:
 
     async def listen(self, stop: asyncio.Event) -> None:
         """LISTEN for changes on a connection of its own (PostgreSQL); reconnect when it drops."""
-        import asyncpg
-
-        dsn = make_url(self.database_url).set(drivername="postgresql").render_as_string(hide_password=False)
-        while not stop.is_set():
-            try:
-                connection = await asyncpg.connect(dsn)
-                try:
-                    await connection.add_listener(CHANNEL, lambda _c, _p, _ch, payload: self.heard(payload))
-                    while not stop.is_set() and not connection.is_closed():
-                        with suppress(TimeoutError):
-                            await asyncio.wait_for(stop.wait(), 1.0)
-                finally:
-                    with suppress(Exception):
-                        await connection.close()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                logger.warning("realtime LISTEN connection failed (%s); retrying", exc)
-                with suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), 2.0)
+        await listen_until(self.database_url, CHANNEL, self.heard, stop, what="realtime")
 
     async def close(self) -> None:
         for sid in list(self._principals):

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HERALD_DATA_DIR ?= $(CURDIR)/.herald
 export HERALD_DATA_DIR
 
-.PHONY: install install-dev run test migrate bootstrap bench clean
+.PHONY: install install-dev browser-packages run test migrate bootstrap bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,19 @@ run: install
 	$(BIN)/herald bootstrap --announce
 	$(BIN)/herald serve
 
-test: install-dev
+# The browser tests' npm packages (tests/browser/package.json, pinned by its package-lock.json), installed
+# again when the lock changes. Without npm the browser tests skip (and fail under CI=true).
+BROWSER := tests/browser
+$(BROWSER)/node_modules/.package-lock.json: $(BROWSER)/package.json $(BROWSER)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  cd $(BROWSER) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.package-lock.json; \
+	else \
+	  echo "npm is not installed: the browser tests (tests/browser) will skip (apt-get install nodejs npm)"; \
+	fi
+
+browser-packages: $(BROWSER)/node_modules/.package-lock.json
+
+test: install-dev browser-packages
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The benchmark harness (bench/README.md): starts Herald itself and prints one table.
@@ -46,4 +58,4 @@ bench: install-dev
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .herald .pytest_cache
+	rm -rf $(VENV) .herald .pytest_cache $(BROWSER)/node_modules $(BROWSER)/build

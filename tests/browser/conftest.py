@@ -174,6 +174,11 @@ async def browser() -> AsyncIterator[Any]:
             await chromium.close()
 
 
+def without_query(url: str) -> str:
+    """A URL to report, without its query (where a socket's subscriber token travels)."""
+    return urlsplit(url)._replace(query="").geturl()
+
+
 @dataclass
 class InboxPage:
     """A browser page on the test page, with what it tried to reach outside loopback."""
@@ -214,14 +219,14 @@ async def open_inbox(
             if urlsplit(route.request.url).netloc in allowed or route.request.url.startswith("data:"):
                 await route.continue_()
             else:
-                inbox.outside.append(route.request.url)
+                inbox.outside.append(without_query(route.request.url))
                 await route.abort()
 
         async def guard_socket(socket: Any) -> None:
             if urlsplit(socket.url).netloc in allowed:
                 socket.connect_to_server()
             else:
-                inbox.outside.append(socket.url)
+                inbox.outside.append(without_query(socket.url))
                 await socket.close()
 
         await context.route("**/*", guard)

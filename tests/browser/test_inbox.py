@@ -19,18 +19,21 @@ import httpx
 from playwright.async_api import expect
 
 from tests.browser.conftest import HeraldServer, InboxPage
-from tests.fixtures.builders import create_subscriber, create_workflow, unique
+from tests.fixtures.builders import create_subscriber, create_workflow
 from tests.fixtures.processes import wait_until
 
 WAIT_MS = 10_000
 ORDERS = ("A-1", "A-2")
 
 
-async def notified(api: httpx.AsyncClient, workflow_name: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A workflow with an in-app step, a subscriber, and one delivered notification per order."""
+async def notified(api: httpx.AsyncClient, workflow_name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A workflow with an in-app step, a subscriber, and one delivered notification per order.
+
+    The workflows share the environment (and so the preferences panel): each test names its own.
+    """
     workflow = await create_workflow(
         api,
-        name=workflow_name or unique("Order shipped"),
+        name=workflow_name,
         steps=[
             {
                 "name": "inbox",
@@ -67,11 +70,12 @@ async def by_subject(api: httpx.AsyncClient, subscriber_id: str) -> dict[str, di
     return {message["subject"]: message for message in await feed(api, subscriber_id)}
 
 
-async def screenshot(inbox: InboxPage, name: str) -> None:
+async def screenshot(inbox: InboxPage, name: str, height: int | None = None) -> None:
     folder = os.environ.get("HERALD_SCREENSHOTS")
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
-        await inbox.page.screenshot(path=str(Path(folder) / f"{name}.png"))
+        clip = {"x": 0, "y": 0, "width": inbox.page.viewport_size["width"], "height": height} if height else None
+        await inbox.page.screenshot(path=str(Path(folder) / f"{name}.png"), animations="disabled", clip=clip)
 
 
 async def open_popover(inbox: InboxPage) -> None:
@@ -85,17 +89,17 @@ def notification(inbox: InboxPage, subject: str) -> Any:
 
 async def test_the_bell_counts_what_was_unread_before_the_page_loaded(herald_server: HeraldServer, open_inbox: Any) -> None:
     async with herald_server.api() as api:
-        _, subscriber = await notified(api)
+        _, subscriber = await notified(api, "Order shipped")
     inbox = await open_inbox(subscriber["subscriberId"])
     await expect(inbox.page.get_by_test_id("unread-count")).to_have_text(str(len(ORDERS)), timeout=WAIT_MS)
-    await screenshot(inbox, "inbox-bell")
+    await screenshot(inbox, "inbox-bell", height=80)
 
 
 async def test_the_inbox_lists_the_notifications_newest_first_with_their_content(
     herald_server: HeraldServer, open_inbox: Any
 ) -> None:
     async with herald_server.api() as api:
-        _, subscriber = await notified(api)
+        _, subscriber = await notified(api, "Order updates")
     inbox = await open_inbox(subscriber["subscriberId"])
     await open_popover(inbox)
     items = inbox.page.locator(".nv-notification")
@@ -108,7 +112,7 @@ async def test_the_inbox_lists_the_notifications_newest_first_with_their_content
 
 async def test_marking_one_read_in_the_ui_marks_it_read_in_herald(herald_server: HeraldServer, open_inbox: Any) -> None:
     async with herald_server.api() as api:
-        _, subscriber = await notified(api)
+        _, subscriber = await notified(api, "Deliveries")
         inbox = await open_inbox(subscriber["subscriberId"])
         await open_popover(inbox)
         item = notification(inbox, "Order A-1")
@@ -126,7 +130,7 @@ async def test_marking_one_read_in_the_ui_marks_it_read_in_herald(herald_server:
 
 async def test_archiving_one_in_the_ui_archives_it_in_herald(herald_server: HeraldServer, open_inbox: Any) -> None:
     async with herald_server.api() as api:
-        _, subscriber = await notified(api)
+        _, subscriber = await notified(api, "Returns")
         inbox = await open_inbox(subscriber["subscriberId"])
         await open_popover(inbox)
         item = notification(inbox, "Order A-2")
@@ -146,7 +150,7 @@ async def test_turning_a_workflow_channel_off_in_the_preferences_panel_is_stored
     herald_server: HeraldServer, open_inbox: Any
 ) -> None:
     async with herald_server.api() as api:
-        workflow, subscriber = await notified(api)
+        workflow, subscriber = await notified(api, "Billing")
         subscriber_id = subscriber["subscriberId"]
         identifier = workflow["triggers"][0]["identifier"]
 

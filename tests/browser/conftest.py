@@ -200,19 +200,20 @@ class InboxPage:
 
 
 @pytest.fixture
-async def open_inbox(
-    browser: Any, page_server: PageServer, herald_server: HeraldServer
-) -> AsyncIterator[Any]:
-    """Opens the page for a subscriber; after the test, checks nothing outside loopback was requested."""
+async def open_page(browser: Any, page_server: PageServer) -> AsyncIterator[Any]:
+    """Opens the page for a subscriber of a Herald; after the test, checks nothing outside loopback was requested.
+
+    The page may reach its own server and that Herald's address (``apiUrl`` and ``socketUrl``), nothing else.
+    """
     contexts: list[Any] = []
     pages: list[InboxPage] = []
-    allowed = {urlsplit(page_server.origin).netloc, urlsplit(herald_server.url).netloc}
 
-    async def opener(subscriber_id: str) -> InboxPage:
+    async def opener(herald: HeraldServer, subscriber_id: str) -> InboxPage:
+        allowed = {urlsplit(page_server.origin).netloc, urlsplit(herald.url).netloc}
         context = await browser.new_context(viewport={"width": 520, "height": 640}, device_scale_factor=1)
         contexts.append(context)
         page = await context.new_page()
-        inbox = InboxPage(page=page, herald=herald_server, subscriber_id=subscriber_id)
+        inbox = InboxPage(page=page, herald=herald, subscriber_id=subscriber_id)
         pages.append(inbox)
 
         async def guard(route: Any) -> None:
@@ -240,3 +241,13 @@ async def open_inbox(
         await context.close()
     for inbox in pages:
         assert inbox.outside == [], f"the page tried to reach hosts outside loopback: {inbox.outside}"
+
+
+@pytest.fixture
+def open_inbox(open_page: Any, herald_server: HeraldServer) -> Any:
+    """Opens the page for a subscriber of ``herald_server`` (SQLite, in-process worker)."""
+
+    async def opener(subscriber_id: str) -> InboxPage:
+        return await open_page(herald_server, subscriber_id)
+
+    return opener

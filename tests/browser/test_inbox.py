@@ -2,9 +2,8 @@
 
 Each test has a subscriber of its own whose notifications were triggered
 through Herald's API (and delivered by its worker) before the page loaded;
-what the UI does is checked in Herald's state through its API. Herald's
-socket endpoint is not needed: everything here is REST, and the UI keeps
-working while its socket cannot connect.
+what the UI does is checked in Herald's state through its API. Everything
+here is REST; test_live.py checks what arrives over Herald's socket.
 
 ``HERALD_SCREENSHOTS=docs/images`` writes the screenshots docs/inbox.md shows.
 """

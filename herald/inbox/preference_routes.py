@@ -41,24 +41,13 @@ def _global(view: GlobalPreferenceView) -> InboxPreference:
 
 def _workflow(view: WorkflowPreferenceView) -> InboxPreference:
     """A workflow's preference: the channels of its active steps, as Novu's Inbox answers them."""
-    workflow = view.workflow
     return InboxPreference.model_validate(
         {
             "level": "template",
             "enabled": view.enabled,
             "channels": {channel: view.channels[channel] for channel in view.step_channels},
             "overrides": [{"channel": channel, "source": view.sources[channel]} for channel in view.step_channels],
-            "workflow": compact(
-                {
-                    "id": workflow.id,
-                    "identifier": workflow.trigger_identifier,
-                    "name": workflow.name,
-                    "critical": bool(workflow.critical),
-                    "tags": list(workflow.tags or []),
-                    "severity": workflow.severity or "none",
-                    "data": workflow.data,
-                }
-            ),
+            "workflow": service.workflow_summary(view.workflow),
         }
     )
 

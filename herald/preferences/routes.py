@@ -108,22 +108,12 @@ def _v2(preferences: SubscriberPreferencesView) -> GetSubscriberPreferencesDto:
 
 
 def _v2_template_level(view: WorkflowPreferenceView) -> GetPreferencesResponseDto:
-    workflow = view.workflow
     return GetPreferencesResponseDto.model_validate(
         {
             "level": "template",
             "enabled": view.enabled,
             "channels": {channel: view.channels[channel] for channel in view.step_channels},
-            "workflow": compact(
-                {
-                    "id": workflow.id,
-                    "identifier": workflow.trigger_identifier,
-                    "name": workflow.name,
-                    "critical": bool(workflow.critical),
-                    "tags": list(workflow.tags or []),
-                    "data": workflow.data,
-                }
-            ),
+            "workflow": service.workflow_summary(view.workflow),
         }
     )
 

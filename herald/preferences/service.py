@@ -87,6 +87,21 @@ def step_channels(workflow: Workflow) -> tuple[str, ...]:
     return tuple(channel for channel in CHANNELS if channel in used)
 
 
+def workflow_summary(workflow: Workflow) -> dict[str, Any]:
+    """The workflow as a preference names it (v2 and the Inbox): id, identifier, name, critical, tags, severity, data."""
+    summary: dict[str, Any] = {
+        "id": workflow.id,
+        "identifier": workflow.trigger_identifier,
+        "name": workflow.name,
+        "critical": bool(workflow.critical),
+        "tags": list(workflow.tags or []),
+        "severity": workflow.severity or "none",
+    }
+    if workflow.data is not None:
+        summary["data"] = workflow.data
+    return summary
+
+
 def _preference(row: SubscriberPreference | None) -> Preference | None:
     if row is None:
         return None

@@ -199,6 +199,16 @@ async def test_v2_bulk_update(api: httpx.AsyncClient) -> None:
     assert by_workflow(entries, first)["preference"]["channels"]["sms"] is False
 
 
+async def test_v2_answers_name_the_workflows_severity(api: httpx.AsyncClient) -> None:
+    """The bulk update answers each workflow with its severity (it answered none for every workflow)."""
+    subscriber = await create_subscriber(api)
+    workflow = await create_workflow(api, severity="high")
+    path = f"/v2/subscribers/{subscriber['subscriberId']}/preferences"
+    change = {"workflowId": workflow["_id"], "channels": {"in_app": False}}
+    [bulk] = unwrap(await api.patch(f"{path}/bulk", json={"preferences": [change]}))
+    assert models.GetPreferencesResponseDto.model_validate(bulk).workflow.severity.value == "high"
+
+
 async def test_v2_refuses_what_it_cannot_use(api: httpx.AsyncClient) -> None:
     subscriber = await create_subscriber(api)
     workflow = await create_workflow(api)

@@ -46,6 +46,8 @@ from bench.loadgen import Api
 # Targets (docs/performance.md).
 P99_TARGET_MS = 100.0
 SOCKET_KB_TARGET = 20.0
+# The issue's latency is measured with this many subscribers connected.
+LATENCY_SUBSCRIBERS = 1000
 
 
 @dataclass
@@ -100,7 +102,9 @@ async def seed(environment: Environment, count: int) -> list[tuple[str, str]]:
         async with create_sessionmaker(engine)() as session:
             rows = (
                 await session.execute(
-                    select(Subscriber.id, Subscriber.subscriber_id).where(Subscriber.environment_id == environment.environment_id)
+                    select(Subscriber.id, Subscriber.subscriber_id).where(
+                        Subscriber.environment_id == environment.environment_id
+                    )
                 )
             ).all()
     finally:
@@ -110,7 +114,9 @@ async def seed(environment: Environment, count: int) -> list[tuple[str, str]]:
         (
             external,
             issue_subscriber_token(
-                SubscriberPrincipal(environment.environment_id, environment.organization_id, internal[external], external),
+                SubscriberPrincipal(
+                    environment.environment_id, environment.organization_id, internal[external], external
+                ),
                 environment.secret_key,
                 3600,
             ),
@@ -137,128 +143,171 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
 
 
+@dataclass
+class RealtimeOptions:
+    sockets: int
+    subscribers: int
+    rate: float
+    duration: float
+
+
+async def measure_on(
+    environment: Environment, deployment: Any, api: Api, options: RealtimeOptions, say: Any = print
+) -> dict[str, Any]:
+    """Both measurements against a Herald already running (``make bench`` calls this on its own deployment)."""
+    figures: dict[str, Any] = {}
+    sockets: list[Socket] = []
+    subscribers = await seed(environment, max(options.sockets, options.subscribers))
+    try:
+        workflow = await api.create_workflow(
+            "bench realtime", [{"template": {"type": "in_app", "content": "Hi {{payload.seq}}"}}]
+        )
+        # A first socket and trigger: imports and caches warmed before the memory is read.
+        warm = await connect_all(deployment.base_url, [subscribers[0][1]], 1)
+        await api._call(
+            "POST", "/v1/events/trigger", json={"name": workflow, "to": subscribers[0][0], "payload": {"seq": -1}}
+        )
+        await asyncio.sleep(1.0)
+        await warm[0].close()
+        await asyncio.sleep(1.0)
+
+        # Sockets held by the API process.
+        before = harness.rss_mb(deployment.api.pid) or 0.0
+        started = time.monotonic()
+        sockets = await connect_all(deployment.base_url, [token for _, token in subscribers[: options.sockets]])
+        connect_seconds = time.monotonic() - started
+        await asyncio.sleep(3.0)
+        after = harness.rss_mb(deployment.api.pid) or 0.0
+        per_socket_kb = (after - before) * 1024 / options.sockets
+        figures.update(
+            sockets=options.sockets,
+            connect_s=round(connect_seconds, 2),
+            rss_before_mb=round(before, 1),
+            rss_after_mb=round(after, 1),
+            per_socket_kb=round(per_socket_kb, 1),
+        )
+        say(
+            f"sockets held: {options.sockets} connected in {connect_seconds:.1f} s; API RSS {before:.0f} → {after:.0f} MB, "
+            f"{per_socket_kb:.1f} KB a socket (target < {SOCKET_KB_TARGET:g})"
+        )
+        # Keep only --subscribers of them for the latency.
+        for socket in sockets[options.subscribers :]:
+            await socket.close()
+        sockets = sockets[: options.subscribers]
+        await asyncio.sleep(1.0)
+
+        # Trigger → notification_received at --rate.
+        total = int(options.rate * options.duration)
+        scheduled: dict[int, tuple[float, Socket]] = {}
+        failures = 0
+        answered: dict[int, float] = {}
+        start = time.monotonic() + 0.2
+        rng = random.Random(7)
+
+        async def send(seq: int, at: float, index: int) -> None:
+            nonlocal failures
+            await asyncio.sleep(max(0.0, at - time.monotonic()))
+            scheduled[seq] = (at, sockets[index])
+            try:
+                await api._call(
+                    "POST",
+                    "/v1/events/trigger",
+                    json={"name": workflow, "to": subscribers[index][0], "payload": {"seq": seq}},
+                )
+                answered[seq] = time.monotonic()
+            except Exception:
+                failures += 1
+
+        await asyncio.gather(
+            *(send(seq, start + seq / options.rate, rng.randrange(len(sockets))) for seq in range(total))
+        )
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and sum(seq in s.received for seq, (_, s) in scheduled.items()) < total:
+            await asyncio.sleep(0.2)
+        latencies = [
+            (socket.received[seq] - at) * 1000 for seq, (at, socket) in scheduled.items() if seq in socket.received
+        ]
+        missing = total - len(latencies)
+        accepted = [(answered[seq] - at) * 1000 for seq, (at, _) in scheduled.items() if seq in answered]
+        figures.update(
+            subscribers=options.subscribers,
+            rate_per_s=options.rate,
+            triggers=total,
+            received=len(latencies),
+            missing=missing,
+            failed_sends=failures,
+        )
+        if latencies:
+            p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
+            figures.update(
+                accepted_p50_ms=round(percentile(accepted, 0.5), 1) if accepted else None,
+                accepted_p99_ms=round(percentile(accepted, 0.99), 1) if accepted else None,
+                p50_ms=round(p50, 1),
+                p99_ms=round(p99, 1),
+                mean_ms=round(statistics.fmean(latencies), 1),
+                max_ms=round(max(latencies), 1),
+            )
+            say(
+                f"trigger → notification_received, {options.rate:g}/s for {options.duration:g} s, {options.subscribers} "
+                f"subscribers connected: p50 {p50:.1f} ms, p99 {p99:.1f} ms (target < {P99_TARGET_MS:g}), max "
+                f"{max(latencies):.1f} ms (the trigger's answer: p50 {figures['accepted_p50_ms']} ms, p99 {figures['accepted_p99_ms']} ms); "
+                f"{len(latencies)}/{total} received, {missing} missing, {failures} sends failed"
+            )
+        else:
+            say(f"no notification_received arrived ({failures} sends failed)")
+    finally:
+        for socket in sockets:
+            await socket.close()
+    return figures
+
+
 async def measure(options: argparse.Namespace) -> dict[str, Any]:
+    """The standalone run: its own store and Herald, then :func:`measure_on`."""
     folder = harness.make_folder()
     store = await Store.postgres(options.postgres) if options.postgres else Store.sqlite(folder)
     environment = Environment(folder, store)
-    figures: dict[str, Any] = {"store": store.label, "workers": options.workers}
-    sockets: list[Socket] = []
     try:
         api_key = await asyncio.to_thread(environment.prepare)
-        subscribers = await seed(environment, max(options.sockets, options.subscribers))
         deployment = await environment.start_herald("uvicorn", api_key, options.workers)
         api = Api(deployment.base_url, api_key)
         try:
-            workflow = await api.create_workflow("bench realtime", [{"template": {"type": "in_app", "content": "Hi {{payload.seq}}"}}])
-            # A first socket and trigger: imports and caches warmed before the memory is read.
-            warm = await connect_all(deployment.base_url, [subscribers[0][1]], 1)
-            await api._call("POST", "/v1/events/trigger", json={"name": workflow, "to": subscribers[0][0], "payload": {"seq": -1}})
-            await asyncio.sleep(1.0)
-            await warm[0].close()
-            await asyncio.sleep(1.0)
-
-            # Sockets held by the API process.
-            before = harness.rss_mb(deployment.api.pid) or 0.0
-            started = time.monotonic()
-            sockets = await connect_all(deployment.base_url, [token for _, token in subscribers[: options.sockets]])
-            connect_seconds = time.monotonic() - started
-            await asyncio.sleep(3.0)
-            after = harness.rss_mb(deployment.api.pid) or 0.0
-            per_socket_kb = (after - before) * 1024 / options.sockets
-            figures.update(
-                sockets=options.sockets,
-                connect_s=round(connect_seconds, 2),
-                rss_before_mb=round(before, 1),
-                rss_after_mb=round(after, 1),
-                per_socket_kb=round(per_socket_kb, 1),
+            figures = await measure_on(
+                environment,
+                deployment,
+                api,
+                RealtimeOptions(options.sockets, options.subscribers, options.rate, options.duration),
+                say=lambda text: print(text, flush=True),
             )
-            print(
-                f"sockets held: {options.sockets} connected in {connect_seconds:.1f} s; API RSS {before:.0f} → {after:.0f} MB, "
-                f"{per_socket_kb:.1f} KB a socket (target < {SOCKET_KB_TARGET:g})",
-                flush=True,
-            )
-            # Keep only --subscribers of them for the latency.
-            for socket in sockets[options.subscribers :]:
-                await socket.close()
-            sockets = sockets[: options.subscribers]
-            await asyncio.sleep(1.0)
-
-            # Trigger → notification_received at --rate.
-            total = int(options.rate * options.duration)
-            scheduled: dict[int, tuple[float, Socket]] = {}
-            failures = 0
-            answered: dict[int, float] = {}
-            start = time.monotonic() + 0.2
-            rng = random.Random(7)
-
-            async def send(seq: int, at: float, index: int) -> None:
-                nonlocal failures
-                await asyncio.sleep(max(0.0, at - time.monotonic()))
-                scheduled[seq] = (at, sockets[index])
-                try:
-                    await api._call(
-                        "POST", "/v1/events/trigger", json={"name": workflow, "to": subscribers[index][0], "payload": {"seq": seq}}
-                    )
-                    answered[seq] = time.monotonic()
-                except Exception:
-                    failures += 1
-
-            await asyncio.gather(
-                *(send(seq, start + seq / options.rate, rng.randrange(len(sockets))) for seq in range(total))
-            )
-            deadline = time.monotonic() + 15
-            while time.monotonic() < deadline and sum(seq in s.received for seq, (_, s) in scheduled.items()) < total:
-                await asyncio.sleep(0.2)
-            latencies = [
-                (socket.received[seq] - at) * 1000 for seq, (at, socket) in scheduled.items() if seq in socket.received
-            ]
-            missing = total - len(latencies)
-            accepted = [(answered[seq] - at) * 1000 for seq, (at, _) in scheduled.items() if seq in answered]
-            if latencies:
-                p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
-                figures.update(
-                    subscribers=options.subscribers,
-                    rate_per_s=options.rate,
-                    triggers=total,
-                    received=len(latencies),
-                    failed_sends=failures,
-                    accepted_p50_ms=round(percentile(accepted, 0.5), 1) if accepted else None,
-                    accepted_p99_ms=round(percentile(accepted, 0.99), 1) if accepted else None,
-                    p50_ms=round(p50, 1),
-                    p99_ms=round(p99, 1),
-                    mean_ms=round(statistics.fmean(latencies), 1),
-                    max_ms=round(max(latencies), 1),
-                )
-                print(
-                    f"trigger → notification_received, {options.rate:g}/s for {options.duration:g} s, {options.subscribers} "
-                    f"subscribers connected: p50 {p50:.1f} ms, p99 {p99:.1f} ms (target < {P99_TARGET_MS:g}), max "
-                    f"{max(latencies):.1f} ms (the trigger's answer: p50 {figures['accepted_p50_ms']} ms, p99 {figures['accepted_p99_ms']} ms); "
-                    f"{len(latencies)}/{total} received, {missing} missing, {failures} sends failed",
-                    flush=True,
-                )
-            else:
-                print(f"no notification_received arrived ({failures} sends failed)", flush=True)
         finally:
-            for socket in sockets:
-                await socket.close()
             await api.close()
             deployment.stop()
     finally:
         environment.stop_all()
         await store.drop()
         harness.remove_folder(folder)
-    return figures
+    return {"store": store.label, "workers": options.workers, **figures}
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.realtime", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.realtime", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="1,000 sockets and 10 s of triggers")
     parser.add_argument("--sockets", type=int, help="sockets connected to the API process (default 5000; quick 1000)")
-    parser.add_argument("--subscribers", type=int, default=1000, help="sockets kept connected during the latency measurement (default 1000)")
+    parser.add_argument(
+        "--subscribers",
+        type=int,
+        default=1000,
+        help="sockets kept connected during the latency measurement (default 1000)",
+    )
     parser.add_argument("--rate", type=float, default=100.0, help="triggers per second (default 100)")
     parser.add_argument("--duration", type=float, help="seconds of triggers (default 20; quick 10)")
-    parser.add_argument("--postgres", metavar="URL", help="admin URL of a PostgreSQL server on 127.0.0.1 (default: SQLite)")
-    parser.add_argument("--workers", type=int, default=0, help="`herald worker` processes beside `herald serve --no-worker` (default 0)")
+    parser.add_argument(
+        "--postgres", metavar="URL", help="admin URL of a PostgreSQL server on 127.0.0.1 (default: SQLite)"
+    )
+    parser.add_argument(
+        "--workers", type=int, default=0, help="`herald worker` processes beside `herald serve --no-worker` (default 0)"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON at the end")
     options = parser.parse_args(argv)
     options.sockets = options.sockets or (1000 if options.quick else 5000)

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import harness, report, results, scenarios
+from bench import harness, realtime, report, results, scenarios
 from bench.harness import SERVERS, Deployment, Environment, Store
 from bench.loadgen import CLIENTS, Api, LoadResult, combine
 from bench.report import Row, ms, number, verdict
 
-MEASUREMENTS = ("acceptance", "e2e", "sustained", "digest", "fanout")
+MEASUREMENTS = ("acceptance", "e2e", "sustained", "digest", "fanout", "realtime")
 
 # Targets (docs/performance.md states them with their reasons).
 TARGET_CEILING_SHARE = 0.5
@@ -47,6 +47,7 @@ class Options:
     e2e_duration: float
     sustained_duration: float
     fanout_sizes: list[int]
+    sockets: int
     digest_events: int
     digest_window: int
     skip: set[str]
@@ -61,30 +62,103 @@ class Options:
 
 
 def parse_args(argv: list[str] | None = None) -> Options:
-    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="short measurements and small audiences (a few minutes in all)")
-    parser.add_argument("--postgres", metavar="URL", help="admin URL of a PostgreSQL server on 127.0.0.1; the run creates its own database there and drops it after (default: SQLite in a temp folder)")
-    parser.add_argument("--workers", type=int, default=0, help="run the API with --no-worker plus N `herald worker` processes (default 0: the worker runs inside the API process)")
-    parser.add_argument("--server", default="uvicorn", help="uvicorn, granian, or a comma list: the first runs every measurement, the others only the trigger acceptance and bare endpoint rows")
-    parser.add_argument("--client", choices=CLIENTS, default="raw", help="HTTP client that sends the measured triggers (default raw; see bench/loadgen.py)")
-    parser.add_argument("--concurrency", default="32,128", help="closed-loop concurrencies for trigger acceptance (default 32,128)")
-    parser.add_argument("--duration", type=float, help="seconds per acceptance measurement, shared among its turns (default 10; quick 3)")
-    parser.add_argument("--warmup", type=float, help="seconds of load before each acceptance turn counts (default 1; quick 0.5)")
-    parser.add_argument("--turns", type=int, help="turns of the bare endpoint and Herald, one after the other, per acceptance measurement (default 3; quick 1)")
-    parser.add_argument("--e2e-rate", type=float, default=100.0, help="triggers per second for the end-to-end latency (default 100)")
-    parser.add_argument("--e2e-duration", type=float, help="seconds of open-loop triggers for end-to-end latency (default 20; quick 5)")
-    parser.add_argument("--sustained-duration", type=float, help="seconds of sustained delivery measured (default 60; quick 10)")
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.run", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="short measurements and small audiences (a few minutes in all)"
+    )
+    parser.add_argument(
+        "--postgres",
+        metavar="URL",
+        help="admin URL of a PostgreSQL server on 127.0.0.1; the run creates its own database there and drops it after (default: SQLite in a temp folder)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="run the API with --no-worker plus N `herald worker` processes (default 0: the worker runs inside the API process)",
+    )
+    parser.add_argument(
+        "--server",
+        default="uvicorn",
+        help="uvicorn, granian, or a comma list: the first runs every measurement, the others only the trigger acceptance and bare endpoint rows",
+    )
+    parser.add_argument(
+        "--client",
+        choices=CLIENTS,
+        default="raw",
+        help="HTTP client that sends the measured triggers (default raw; see bench/loadgen.py)",
+    )
+    parser.add_argument(
+        "--concurrency", default="32,128", help="closed-loop concurrencies for trigger acceptance (default 32,128)"
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        help="seconds per acceptance measurement, shared among its turns (default 10; quick 3)",
+    )
+    parser.add_argument(
+        "--warmup", type=float, help="seconds of load before each acceptance turn counts (default 1; quick 0.5)"
+    )
+    parser.add_argument(
+        "--turns",
+        type=int,
+        help="turns of the bare endpoint and Herald, one after the other, per acceptance measurement (default 3; quick 1)",
+    )
+    parser.add_argument(
+        "--e2e-rate", type=float, default=100.0, help="triggers per second for the end-to-end latency (default 100)"
+    )
+    parser.add_argument(
+        "--e2e-duration", type=float, help="seconds of open-loop triggers for end-to-end latency (default 20; quick 5)"
+    )
+    parser.add_argument(
+        "--sustained-duration", type=float, help="seconds of sustained delivery measured (default 60; quick 10)"
+    )
     parser.add_argument("--fanout-sizes", help="topic sizes, comma separated (default 10000,100000; quick 500,2000)")
+    parser.add_argument(
+        "--sockets",
+        type=int,
+        help="idle Inbox sockets held by the API process for the real-time rows (default 5000; quick 1000); 1,000 of them stay connected for the latency",
+    )
     parser.add_argument("--digest-events", type=int, help="events into one digest (default 10000; quick 500)")
     parser.add_argument("--digest-window", type=int, help="seconds the digest stays open (default 60; quick 20)")
-    parser.add_argument("--skip", default="", help=f"comma list of measurements to leave out: {', '.join(MEASUREMENTS)}")
-    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="extra environment for Herald's processes (repeatable), e.g. HERALD_WORKER_CONCURRENCY=16")
+    parser.add_argument(
+        "--skip", default="", help=f"comma list of measurements to leave out: {', '.join(MEASUREMENTS)}"
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment for Herald's processes (repeatable), e.g. HERALD_WORKER_CONCURRENCY=16",
+    )
     parser.add_argument("--no-write", action="store_true", help="print the table only; write no result file")
-    parser.add_argument("--results", type=Path, default=results.RESULTS, metavar="DIR", help="folder the run's JSON file is written to (default bench/results)")
-    parser.add_argument("--keep", action="store_true", help="keep the temp folder (logs, SQLite file) and the PostgreSQL database after the run")
-    parser.add_argument("--timeout", type=float, default=3600.0, help="give up on the whole run after this many seconds (default 3600)")
-    parser.add_argument("--seed-db", action="store_true", help="create the fan-out audience straight in the store instead of through POST /v1/subscribers/bulk (setup only; the fan-out itself is measured the same way)")
-    parser.add_argument("--profile", action="store_true", help="record a py-spy profile of the API process during trigger acceptance (needs py-spy)")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=results.RESULTS,
+        metavar="DIR",
+        help="folder the run's JSON file is written to (default bench/results)",
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the temp folder (logs, SQLite file) and the PostgreSQL database after the run",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=3600.0, help="give up on the whole run after this many seconds (default 3600)"
+    )
+    parser.add_argument(
+        "--seed-db",
+        action="store_true",
+        help="create the fan-out audience straight in the store instead of through POST /v1/subscribers/bulk (setup only; the fan-out itself is measured the same way)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="record a py-spy profile of the API process during trigger acceptance (needs py-spy)",
+    )
     args = parser.parse_args(argv)
 
     quick = args.quick
@@ -121,6 +195,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         e2e_duration=args.e2e_duration or (5.0 if quick else 20.0),
         sustained_duration=args.sustained_duration or (10.0 if quick else 60.0),
         fanout_sizes=[int(value) for value in fanout.split(",") if value.strip()],
+        sockets=args.sockets or (1000 if quick else 5000),
         digest_events=args.digest_events or (500 if quick else 10_000),
         digest_window=args.digest_window or (20 if quick else 60),
         skip=skip,
@@ -131,7 +206,12 @@ def parse_args(argv: list[str] | None = None) -> Options:
         timeout=args.timeout,
         profile=args.profile,
         seed_db=args.seed_db,
-        command="make bench" + (f" BENCH_ARGS={shlex.quote(' '.join(argv if argv is not None else sys.argv[1:]))}" if (argv if argv is not None else sys.argv[1:]) else ""),
+        command="make bench"
+        + (
+            f" BENCH_ARGS={shlex.quote(' '.join(argv if argv is not None else sys.argv[1:]))}"
+            if (argv if argv is not None else sys.argv[1:])
+            else ""
+        ),
     )
 
 
@@ -219,18 +299,32 @@ class Run:
             meter = CpuMeter(self.environment)
             meter.start()
             ceiling, _ = await scenarios.acceptance(
-                bare.base_url, None, "bench-inapp", concurrency, seconds,  # type: ignore[attr-defined]
-                self.options.warmup, self.options.client, "bare",
+                bare.base_url,
+                None,
+                "bench-inapp",
+                concurrency,
+                seconds,  # type: ignore[attr-defined]
+                self.options.warmup,
+                self.options.client,
+                "bare",
             )
             turn_text = f" turn {turn}/{turns}" if turns > 1 else ""
-            self.say(f"bare {server} c={concurrency}{turn_text}: {ceiling.rate:.0f} req/s; {self.cpu_note(meter.stop())}")
+            self.say(
+                f"bare {server} c={concurrency}{turn_text}: {ceiling.rate:.0f} req/s; {self.cpu_note(meter.stop())}"
+            )
             meter = CpuMeter(self.environment)
             meter.start()
             label = f"{server}-c{concurrency}" + (f"-turn{turn}" if turns > 1 else "")
             profiler = self._start_profile(deployment, label, seconds) if self.options.profile else None
             result, accepted = await scenarios.acceptance(
-                deployment.base_url, deployment.api_key, workflow, concurrency, seconds,
-                self.options.warmup, self.options.client, f"acc-{server}",
+                deployment.base_url,
+                deployment.api_key,
+                workflow,
+                concurrency,
+                seconds,
+                self.options.warmup,
+                self.options.client,
+                f"acc-{server}",
             )
             usage = meter.stop()
             if profiler is not None:
@@ -246,38 +340,61 @@ class Run:
         ceiling, result = combine(ceilings), combine(results)
         share = result.rate / ceiling.rate if ceiling.rate else None
         how = f" · {turns} turns of {seconds:.3g} s, each right before Herald's" if turns > 1 else ""
-        self.rows.append(Row(
-            f"Framework ceiling: bare FastAPI trigger endpoint ({server}), concurrency {concurrency}",
-            f"{number(ceiling.rate)} req/s · p50 {ms(ceiling.p(0.5))} · p99 {ms(ceiling.p(0.99))}{how}{_errors(ceiling)}",
-            "reference",
-            value=round(ceiling.rate, 1),
-            unit="req/s",
-            figures={
-                "server": server, "concurrency": concurrency, "p50_ms": _ms(ceiling.p(0.5)), "p99_ms": _ms(ceiling.p(0.99)),
-                "turns": turns, "turn_seconds": round(seconds, 2), "errors": ceiling.errors,
-            },
-        ))
+        self.rows.append(
+            Row(
+                f"Framework ceiling: bare FastAPI trigger endpoint ({server}), concurrency {concurrency}",
+                f"{number(ceiling.rate)} req/s · p50 {ms(ceiling.p(0.5))} · p99 {ms(ceiling.p(0.99))}{how}{_errors(ceiling)}",
+                "reference",
+                value=round(ceiling.rate, 1),
+                unit="req/s",
+                figures={
+                    "server": server,
+                    "concurrency": concurrency,
+                    "p50_ms": _ms(ceiling.p(0.5)),
+                    "p99_ms": _ms(ceiling.p(0.99)),
+                    "turns": turns,
+                    "turn_seconds": round(seconds, 2),
+                    "errors": ceiling.errors,
+                },
+            )
+        )
         by_turn = (
-            " · turns " + ", ".join(f"{part.rate / bare_part.rate:.0%}" for part, bare_part in zip(results, ceilings, strict=True) if bare_part.rate)
+            " · turns "
+            + ", ".join(
+                f"{part.rate / bare_part.rate:.0%}"
+                for part, bare_part in zip(results, ceilings, strict=True)
+                if bare_part.rate
+            )
             if turns > 1
             else ""
         )
-        self.rows.append(Row(
-            f"Trigger acceptance ({server}), concurrency {concurrency}",
-            f"{number(result.rate)} req/s{_share_text(result.rate, ceiling.rate)} · p50 {ms(result.p(0.5))} · p99 {ms(result.p(0.99))}{by_turn}{_errors(result)}",
-            "≥ 50% of the framework ceiling",
-            verdict(None if share is None else share >= TARGET_CEILING_SHARE),
-            value=None if share is None else round(share * 100, 1),
-            unit="% of framework ceiling",
-            figures={
-                "server": server, "concurrency": concurrency, "rate_per_s": round(result.rate, 1),
-                "ceiling_per_s": round(ceiling.rate, 1), "p50_ms": _ms(result.p(0.5)), "p99_ms": _ms(result.p(0.99)),
-                "turns_percent": [round(part.rate / bare_part.rate * 100, 1) if bare_part.rate else None for part, bare_part in zip(results, ceilings, strict=True)],
-                "errors": result.errors,
-            },
-        ))
+        self.rows.append(
+            Row(
+                f"Trigger acceptance ({server}), concurrency {concurrency}",
+                f"{number(result.rate)} req/s{_share_text(result.rate, ceiling.rate)} · p50 {ms(result.p(0.5))} · p99 {ms(result.p(0.99))}{by_turn}{_errors(result)}",
+                "≥ 50% of the framework ceiling",
+                verdict(None if share is None else share >= TARGET_CEILING_SHARE),
+                value=None if share is None else round(share * 100, 1),
+                unit="% of framework ceiling",
+                figures={
+                    "server": server,
+                    "concurrency": concurrency,
+                    "rate_per_s": round(result.rate, 1),
+                    "ceiling_per_s": round(ceiling.rate, 1),
+                    "p50_ms": _ms(result.p(0.5)),
+                    "p99_ms": _ms(result.p(0.99)),
+                    "turns_percent": [
+                        round(part.rate / bare_part.rate * 100, 1) if bare_part.rate else None
+                        for part, bare_part in zip(results, ceilings, strict=True)
+                    ],
+                    "errors": result.errors,
+                },
+            )
+        )
         if turns > 1:
-            self.say(f"herald {server} c={concurrency}: {result.rate:.0f} req/s{_share_text(result.rate, ceiling.rate)} over {turns} turns")
+            self.say(
+                f"herald {server} c={concurrency}: {result.rate:.0f} req/s{_share_text(result.rate, ceiling.rate)} over {turns} turns"
+            )
 
     async def drain(self, api: Api, after: str) -> None:
         """Let the worker deliver everything accepted so far, so the next measurement starts idle."""
@@ -286,7 +403,9 @@ class Run:
         timeout = min(600.0, 60.0 + remaining / 20)
         seconds, count = await scenarios.wait_for_backlog(api, expected, timeout)
         if count < expected:
-            self.notes.append(f"After {after}: {count:,} of {expected:,} in-app messages stored after waiting {seconds:.0f}s.")
+            self.notes.append(
+                f"After {after}: {count:,} of {expected:,} in-app messages stored after waiting {seconds:.0f}s."
+            )
             self.say(f"backlog after {after} not drained: {count}/{expected}")
         else:
             self.say(f"backlog after {after} drained in {seconds:.1f}s")
@@ -295,34 +414,58 @@ class Run:
         meter = CpuMeter(self.environment)
         meter.start()
         outcome = await scenarios.end_to_end(
-            api, deployment.base_url, deployment.api_key, workflow, self.options.e2e_rate,
-            self.options.e2e_duration, self.options.client, self.run_id,
+            api,
+            deployment.base_url,
+            deployment.api_key,
+            workflow,
+            self.options.e2e_rate,
+            self.options.e2e_duration,
+            self.options.client,
+            self.run_id,
         )
         usage = meter.stop()
         self.accounting.add(outcome.accepted.accepted_total)
         p99 = outcome.p_stored(0.99)
         missing = f" · {outcome.missing} accepted but not stored within 30 s" if outcome.missing else ""
-        missing += f" · {outcome.accepted.errors} triggers refused or lost ({'; '.join(outcome.accepted.error_samples[:2])})" if outcome.accepted.errors else ""
-        self.rows.append(Row(
-            f"End-to-end in-app latency at {number(self.options.e2e_rate)} triggers/s: trigger sent → message stored (its createdAt; {number(outcome.sent)} triggers)",
-            f"p50 {ms(outcome.p_stored(0.5))} · p99 {ms(p99)} · trigger answers p99 {ms(outcome.accepted.p(0.99))}{missing}",
-            "p99 < 100 ms",
-            verdict(None if p99 is None else (p99 < TARGET_E2E_P99 and not outcome.missing and not outcome.accepted.errors)),
-            value=_ms(p99),
-            unit="ms (p99)",
-            figures={
-                "rate_per_s": self.options.e2e_rate, "triggers": outcome.sent, "p50_ms": _ms(outcome.p_stored(0.5)),
-                "answers_p99_ms": _ms(outcome.accepted.p(0.99)), "missing": outcome.missing, "errors": outcome.accepted.errors,
-            },
-        ))
-        self.rows.append(Row(
-            f"End-to-end in-app latency as a client polling GET /v1/messages every {scenarios.POLL_SECONDS * 1000:.0f} ms sees it",
-            f"p50 {ms(outcome.p_seen(0.5))} · p99 {ms(outcome.p_seen(0.99))}",
-            value=_ms(outcome.p_seen(0.99)),
-            unit="ms (p99)",
-            figures={"poll_ms": round(scenarios.POLL_SECONDS * 1000), "p50_ms": _ms(outcome.p_seen(0.5))},
-        ))
-        self.say(f"e2e: stored p50 {ms(outcome.p_stored(0.5))} p99 {ms(p99)} (seen p99 {ms(outcome.p_seen(0.99))}) missing {outcome.missing}; {self.cpu_note(usage)}")
+        missing += (
+            f" · {outcome.accepted.errors} triggers refused or lost ({'; '.join(outcome.accepted.error_samples[:2])})"
+            if outcome.accepted.errors
+            else ""
+        )
+        self.rows.append(
+            Row(
+                f"End-to-end in-app latency at {number(self.options.e2e_rate)} triggers/s: trigger sent → message stored (its createdAt; {number(outcome.sent)} triggers)",
+                f"p50 {ms(outcome.p_stored(0.5))} · p99 {ms(p99)} · trigger answers p99 {ms(outcome.accepted.p(0.99))}{missing}",
+                "p99 < 100 ms",
+                verdict(
+                    None
+                    if p99 is None
+                    else (p99 < TARGET_E2E_P99 and not outcome.missing and not outcome.accepted.errors)
+                ),
+                value=_ms(p99),
+                unit="ms (p99)",
+                figures={
+                    "rate_per_s": self.options.e2e_rate,
+                    "triggers": outcome.sent,
+                    "p50_ms": _ms(outcome.p_stored(0.5)),
+                    "answers_p99_ms": _ms(outcome.accepted.p(0.99)),
+                    "missing": outcome.missing,
+                    "errors": outcome.accepted.errors,
+                },
+            )
+        )
+        self.rows.append(
+            Row(
+                f"End-to-end in-app latency as a client polling GET /v1/messages every {scenarios.POLL_SECONDS * 1000:.0f} ms sees it",
+                f"p50 {ms(outcome.p_seen(0.5))} · p99 {ms(outcome.p_seen(0.99))}",
+                value=_ms(outcome.p_seen(0.99)),
+                unit="ms (p99)",
+                figures={"poll_ms": round(scenarios.POLL_SECONDS * 1000), "p50_ms": _ms(outcome.p_seen(0.5))},
+            )
+        )
+        self.say(
+            f"e2e: stored p50 {ms(outcome.p_stored(0.5))} p99 {ms(p99)} (seen p99 {ms(outcome.p_seen(0.99))}) missing {outcome.missing}; {self.cpu_note(usage)}"
+        )
         await self.drain(api, "end-to-end")
 
     async def sustained(self, workflow: str, api: Api) -> None:
@@ -338,19 +481,25 @@ class Run:
             if outcome.slowest_interval is not None
             else ""
         )
-        self.rows.append(Row(
-            f"Sustained in-app delivery over {outcome.duration:.0f} s ({self._topology()})",
-            f"{number(outcome.rate)} messages/s{slowest}",
-            "≥ 2,000 messages/s on PostgreSQL with 2 workers" if applies else "(target applies to PostgreSQL with 2 workers)",
-            verdict(outcome.rate >= TARGET_SUSTAINED if applies else None),
-            value=round(outcome.rate, 1),
-            unit="messages/s",
-            figures={
-                "seconds": round(outcome.duration, 1),
-                "slowest_interval_per_s": None if outcome.slowest_interval is None else round(outcome.slowest_interval, 1),
-                "interval_seconds": scenarios.SUSTAINED_COUNT_SECONDS,
-            },
-        ))
+        self.rows.append(
+            Row(
+                f"Sustained in-app delivery over {outcome.duration:.0f} s ({self._topology()})",
+                f"{number(outcome.rate)} messages/s{slowest}",
+                "≥ 2,000 messages/s on PostgreSQL with 2 workers"
+                if applies
+                else "(target applies to PostgreSQL with 2 workers)",
+                verdict(outcome.rate >= TARGET_SUSTAINED if applies else None),
+                value=round(outcome.rate, 1),
+                unit="messages/s",
+                figures={
+                    "seconds": round(outcome.duration, 1),
+                    "slowest_interval_per_s": None
+                    if outcome.slowest_interval is None
+                    else round(outcome.slowest_interval, 1),
+                    "interval_seconds": scenarios.SUSTAINED_COUNT_SECONDS,
+                },
+            )
+        )
         self.say(f"sustained: {outcome.rate:.0f} msg/s; {self.cpu_note(usage)}")
         self.say("sustained, each interval (msg/s): " + " ".join(f"{rate:.0f}" for rate in outcome.intervals))
         await self.drain(api, "sustained delivery")
@@ -360,7 +509,11 @@ class Run:
         sizes = sorted(self.options.fanout_sizes)
         seed = self.environment.seed_subscribers if self.options.seed_db else None
         audience, seconds = await scenarios.create_fanout_audience(api, max(sizes), self.options.timeout / 2, seed)
-        how = "inserted straight into the store (--seed-db)" if seed else "created through POST /v1/subscribers/bulk (500 a request, 4 in flight)"
+        how = (
+            "inserted straight into the store (--seed-db)"
+            if seed
+            else "created through POST /v1/subscribers/bulk (500 a request, 4 in flight)"
+        )
         self.notes.append(
             f"Fan-out setup: {len(audience):,} subscribers {how} in {seconds:.0f} s ({len(audience) / seconds:,.0f}/s); "
             "topic members added 2,000 per request."
@@ -377,26 +530,35 @@ class Run:
                 result = f"incomplete: {outcome.stored:,} of {size:,} stored after {timeout:.0f} s"
             else:
                 result = f"{outcome.seconds:.1f} s ({number(outcome.rate)} messages/s; first message after {outcome.first_message_seconds:.1f} s)"
-            self.rows.append(Row(
-                f"Topic fan-out: one trigger to {size:,} subscribers, until every in-app message is stored",
-                result,
-                "< 60 s on PostgreSQL for 100,000" if applies else "",
-                verdict((outcome.seconds is not None and outcome.seconds < TARGET_FANOUT_SECONDS) if applies else None),
-                value=None if outcome.seconds is None else round(outcome.seconds, 1),
-                unit="s",
-                figures={
-                    "subscribers": size, "stored": outcome.stored,
-                    "rate_per_s": None if outcome.seconds is None else round(outcome.rate, 1),
-                    "first_message_s": None if outcome.first_message_seconds is None else round(outcome.first_message_seconds, 1),
-                },
-            ))
+            self.rows.append(
+                Row(
+                    f"Topic fan-out: one trigger to {size:,} subscribers, until every in-app message is stored",
+                    result,
+                    "< 60 s on PostgreSQL for 100,000" if applies else "",
+                    verdict(
+                        (outcome.seconds is not None and outcome.seconds < TARGET_FANOUT_SECONDS) if applies else None
+                    ),
+                    value=None if outcome.seconds is None else round(outcome.seconds, 1),
+                    unit="s",
+                    figures={
+                        "subscribers": size,
+                        "stored": outcome.stored,
+                        "rate_per_s": None if outcome.seconds is None else round(outcome.rate, 1),
+                        "first_message_s": None
+                        if outcome.first_message_seconds is None
+                        else round(outcome.first_message_seconds, 1),
+                    },
+                )
+            )
             self.say(f"fan-out {size}: {result}; {self.cpu_note(usage)}")
 
     async def digest(self, api: Api, workflow: str) -> None:
         meter = CpuMeter(self.environment)
         meter.start()
         timeout = self.options.digest_window + max(120.0, self.options.digest_events / 20)
-        outcome = await scenarios.digest(api, workflow, self.options.digest_events, self.options.digest_window, self.run_id, timeout)
+        outcome = await scenarios.digest(
+            api, workflow, self.options.digest_events, self.options.digest_window, self.run_id, timeout
+        )
         usage = meter.stop()
         self.accounting.add(outcome.messages)
         digested = sum(outcome.digested_counts)
@@ -412,18 +574,66 @@ class Run:
                 f"{outcome.first_message_seconds:.1f} s from the first trigger "
                 f"({outcome.after_window:+.1f} s after the {outcome.window} s window; triggers sent in {outcome.send_seconds:.1f} s) · {shape}"
             )
-        self.rows.append(Row(
-            f"Digest: {outcome.events:,} events for one subscriber into one digest",
-            result,
-            value=None if outcome.first_message_seconds is None else round(outcome.first_message_seconds, 1),
-            unit="s",
-            figures={
-                "events": outcome.events, "accepted": outcome.accepted, "window_s": outcome.window,
-                "messages": outcome.messages, "digested": digested,
-                "send_s": round(outcome.send_seconds, 1),
-            },
-        ))
+        self.rows.append(
+            Row(
+                f"Digest: {outcome.events:,} events for one subscriber into one digest",
+                result,
+                value=None if outcome.first_message_seconds is None else round(outcome.first_message_seconds, 1),
+                unit="s",
+                figures={
+                    "events": outcome.events,
+                    "accepted": outcome.accepted,
+                    "window_s": outcome.window,
+                    "messages": outcome.messages,
+                    "digested": digested,
+                    "send_s": round(outcome.send_seconds, 1),
+                },
+            )
+        )
         self.say(f"digest: {result}; {self.cpu_note(usage)}")
+
+    async def realtime(self, deployment: Deployment, api: Api) -> None:
+        """The Inbox's socket (bench/realtime.py): idle sockets held, and trigger → ``notification_received``."""
+        options = realtime.RealtimeOptions(
+            sockets=self.options.sockets,
+            subscribers=min(realtime.LATENCY_SUBSCRIBERS, self.options.sockets),
+            rate=self.options.e2e_rate,
+            duration=self.options.e2e_duration,
+        )
+        figures = await realtime.measure_on(self.environment, deployment, api, options, say=self.say)
+        per_socket = figures.get("per_socket_kb")
+        self.rows.append(
+            Row(
+                f"Inbox sockets held by one API process: {number(options.sockets)} idle socket.io connections, its RSS per socket",
+                f"{per_socket} KB a socket (API RSS {figures.get('rss_before_mb')} → {figures.get('rss_after_mb')} MB; connected in {figures.get('connect_s')} s)",
+                f"< {realtime.SOCKET_KB_TARGET:g} KB",
+                verdict(None if per_socket is None else per_socket < realtime.SOCKET_KB_TARGET),
+                value=per_socket,
+                unit="KB",
+                figures={key: figures.get(key) for key in ("sockets", "connect_s", "rss_before_mb", "rss_after_mb")},
+            )
+        )
+        p99 = figures.get("p99_ms")
+        missing = figures.get("missing") or 0
+        failed = figures.get("failed_sends") or 0
+        trouble = (f" · {missing} never arrived" if missing else "") + (
+            f" · {failed} triggers failed" if failed else ""
+        )
+        self.rows.append(
+            Row(
+                f"Trigger → notification_received on the subscriber's socket at {number(options.rate)} triggers/s, "
+                f"{number(options.subscribers)} subscribers connected ({number(figures.get('triggers') or 0)} triggers)",
+                f"p50 {figures.get('p50_ms')} ms · p99 {p99} ms{trouble}",
+                f"p99 < {realtime.P99_TARGET_MS:g} ms",
+                verdict(None if p99 is None else (p99 < realtime.P99_TARGET_MS and not missing and not failed)),
+                value=p99,
+                unit="ms (p99)",
+                figures={
+                    key: figures.get(key)
+                    for key in ("subscribers", "rate_per_s", "triggers", "p50_ms", "max_ms", "missing", "failed_sends")
+                },
+            )
+        )
 
     def memory(self, deployment: Deployment) -> None:
         for service in deployment.services:
@@ -432,11 +642,24 @@ class Run:
             if not known:
                 continue
             top = max(peak for _, peak in known)
-            detail = "" if len(known) == 1 else " (largest of " + ", ".join(f"{peak:.0f}" for _, peak in known) + " MB: server and its worker processes)"
-            self.rows.append(Row(
-                f"Peak RSS: {service.name}", f"{top:.0f} MB{detail}", "< 300 MB per process", verdict(top < TARGET_RSS_MB),
-                value=round(top, 1), unit="MB", figures={"processes_mb": [round(peak, 1) for _, peak in known]},
-            ))
+            detail = (
+                ""
+                if len(known) == 1
+                else " (largest of "
+                + ", ".join(f"{peak:.0f}" for _, peak in known)
+                + " MB: server and its worker processes)"
+            )
+            self.rows.append(
+                Row(
+                    f"Peak RSS: {service.name}",
+                    f"{top:.0f} MB{detail}",
+                    "< 300 MB per process",
+                    verdict(top < TARGET_RSS_MB),
+                    value=round(top, 1),
+                    unit="MB",
+                    figures={"processes_mb": [round(peak, 1) for _, peak in known]},
+                )
+            )
 
     # Profiling -----------------------------------------------------------------------------
 
@@ -452,9 +675,23 @@ class Run:
         target = self.environment.folder / f"profile-{label}.txt"
         duration = int(self.options.warmup + seconds + 1)
         process = subprocess.Popen(
-            [executable, "record", "--pid", str(pid), "--duration", str(duration), "--rate", "200",
-             "--format", "raw", "--output", str(target), "--nonblocking"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                executable,
+                "record",
+                "--pid",
+                str(pid),
+                "--duration",
+                str(duration),
+                "--rate",
+                "200",
+                "--format",
+                "raw",
+                "--output",
+                str(target),
+                "--nonblocking",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         return process, target
 
@@ -526,7 +763,9 @@ async def _measure(run: Run) -> None:
         api = Api(deployment.base_url, api_key)
         if not workflows:
             workflows["in_app"] = await api.create_workflow(scenarios.IN_APP_WORKFLOW, scenarios.in_app_steps())
-            workflows["digest"] = await api.create_workflow(scenarios.DIGEST_WORKFLOW, scenarios.digest_steps(options.digest_window))
+            workflows["digest"] = await api.create_workflow(
+                scenarios.DIGEST_WORKFLOW, scenarios.digest_steps(options.digest_window)
+            )
         return deployment, api
 
     if "acceptance" in measure:
@@ -552,6 +791,10 @@ async def _measure(run: Run) -> None:
         if "fanout" in measure:
             await run.fan_out(workflows["in_app"], api)
         run.memory(deployment)
+        # Last: the sockets would count in the API's peak RSS above.
+        if "realtime" in measure:
+            await run.drain(api, "the previous measurement")
+            await run.realtime(deployment, api)
     finally:
         await api.close()
         deployment.stop()
@@ -560,7 +803,8 @@ async def _measure(run: Run) -> None:
 def title(options: Options) -> str:
     parts = [
         "SQLite" if not options.postgres else "PostgreSQL",
-        options.servers[0] + (f" (also {', '.join(options.servers[1:])} for acceptance)" if len(options.servers) > 1 else ""),
+        options.servers[0]
+        + (f" (also {', '.join(options.servers[1:])} for acceptance)" if len(options.servers) > 1 else ""),
         f"API + {options.workers} worker processes" if options.workers else "worker inside the API process",
     ]
     if options.quick:
@@ -605,9 +849,25 @@ def result_record(options: Options, notes: list[str], rows: list[Row], started: 
     settings = {
         name: getattr(options, name)
         for name in (
-            "quick", "workers", "servers", "client", "concurrency", "duration", "warmup", "turns", "e2e_rate",
-            "e2e_duration", "sustained_duration", "fanout_sizes", "digest_events", "digest_window", "skip",
-            "extra_env", "timeout", "profile", "seed_db",
+            "quick",
+            "workers",
+            "servers",
+            "client",
+            "concurrency",
+            "duration",
+            "warmup",
+            "turns",
+            "e2e_rate",
+            "e2e_duration",
+            "sustained_duration",
+            "fanout_sizes",
+            "digest_events",
+            "digest_window",
+            "skip",
+            "extra_env",
+            "timeout",
+            "profile",
+            "seed_db",
         )
     }
     settings["postgres"] = harness_url(options.postgres)

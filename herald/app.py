@@ -49,6 +49,7 @@ def _routers() -> list[APIRouter]:
     from herald.events.routes import router as events
     from herald.health.routes import router as health
     from herald.inbox.routes import router as inbox
+    from herald.inbox.v2_routes import router as subscriber_notifications
     from herald.integrations.routes import router as integrations
     from herald.messages.routes import router as messages
     from herald.notifications.routes import router as notifications
@@ -60,7 +61,7 @@ def _routers() -> list[APIRouter]:
 
     # Routes are matched in order, every route of every router before the right one
     # is tried: the trigger routes, the hot path, come first.
-    return [events, health, integrations, workflows, subscribers, preferences, topics, tenants, messages, notifications, inbox]
+    return [events, health, integrations, workflows, subscribers, preferences, topics, tenants, messages, notifications, inbox, subscriber_notifications]
 
 
 class HeraldApp(FastAPI):

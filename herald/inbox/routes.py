@@ -9,12 +9,12 @@ CORS preflights (``HERALD_CORS_ORIGINS``).
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
 from herald.inbox import preference_routes, service
+from herald.inbox.query import count_filters, echo, filter_input
 from herald.inbox.schemas import (
     BulkRequest,
     CountsResponse,
@@ -30,11 +30,9 @@ from herald.inbox.schemas import (
 )
 from herald.kit.auth import SubscriberPrincipalDep, issue_subscriber_token
 from herald.kit.db import SessionDep
-from herald.kit.errors import ValidationFailed
 from herald.kit.schemas import ERROR_RESPONSES, DataResponse
 
 router = APIRouter(prefix="/v1/inbox", tags=["Inbox"], responses=ERROR_RESPONSES)
-MAX_FILTERS = 20
 
 
 @router.post("/session", status_code=201, response_model=DataResponse[Session], summary="Start an inbox session")
@@ -56,62 +54,6 @@ async def start_session(body: SessionRequest, session: SessionDep, request: Requ
     )
 
 
-def _flag(request: Request, name: str) -> bool | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    if raw.lower() in ("true", "1"):
-        return True
-    if raw.lower() in ("false", "0"):
-        return False
-    raise ValidationFailed.field(name, f"{name} must be a boolean value", raw)
-
-
-def _number(request: Request, name: str) -> float | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValidationFailed.field(name, f"{name} must be a number (milliseconds since the epoch)", raw) from None
-
-
-def _query_tags(request: Request) -> Any:
-    """``tags[]=a&tags[]=b`` (one OR group, also ``tags=a``) or ``tags[0][]=a&tags[1][]=b`` (AND of OR groups)."""
-    groups: dict[str, list[str]] = {}
-    flat: list[str] = []
-    for key, value in request.query_params.multi_items():
-        if key in ("tags", "tags[]"):
-            flat.append(value)
-        elif key.startswith("tags[") and key.endswith("][]"):
-            groups.setdefault(key[5:-3], []).append(value)
-    if groups:
-        return {"and": [{"or": values} for _, values in sorted(groups.items())]}
-    return flat or None
-
-
-def _query_severity(request: Request) -> Any:
-    values = request.query_params.getlist("severity[]") + request.query_params.getlist("severity")
-    return values or None
-
-
-def _echo(given: service.FilterInput, tags: Any, severity: Any) -> dict[str, Any]:
-    """The filter as the answer echoes it: what was given."""
-    echoed = {
-        "tags": tags,
-        "read": given.read,
-        "archived": given.archived,
-        "snoozed": given.snoozed,
-        "seen": given.seen,
-        "data": given.data,
-        "severity": severity,
-        "createdGte": given.created_gte,
-        "createdLte": given.created_lte,
-    }
-    return {key: value for key, value in echoed.items() if value is not None}
-
-
 @router.get("/notifications", response_model=NotificationsResponse, summary="List the subscriber's notifications")
 async def list_notifications(
     request: Request,
@@ -123,24 +65,12 @@ async def list_notifications(
 ) -> NotificationsResponse:
     """Newest first; ``after`` (a notification id) continues after it. Filters: read, seen, archived,
     snoozed (true: snoozed now; false: not), ``tags[]``, ``severity[]``, ``data`` (JSON), createdGte/createdLte (ms)."""
-    tags = _query_tags(request)
-    severity = _query_severity(request)
-    given = service.FilterInput(
-        read=_flag(request, "read"),
-        seen=_flag(request, "seen"),
-        archived=_flag(request, "archived"),
-        snoozed=_flag(request, "snoozed"),
-        tag_groups=service.tag_groups(tags),
-        severities=service.severities(severity),
-        data=service.parse_data(request.query_params.get("data")),
-        created_gte=_number(request, "createdGte"),
-        created_lte=_number(request, "createdLte"),
-    )
+    given, tags, severity = filter_input(request)
     views, more = await service.list_notifications(session, principal, given, after=after, offset=offset, limit=limit)
     return NotificationsResponse(
         data=[InboxNotification.model_validate(service.to_inbox_notification(view)) for view in views],
         hasMore=more,
-        filter=_echo(given, tags, severity),
+        filter=echo(given, tags, severity),
     )
 
 
@@ -150,17 +80,11 @@ async def count_notifications(
     principal: SubscriberPrincipalDep,
     filters: Annotated[str, Query(description="A JSON array of filters; one count each")] = "[{}]",
 ) -> CountsResponse:
-    try:
-        parsed = json.loads(filters)
-    except ValueError:
-        raise ValidationFailed.field("filters", "filters must be a JSON array of filter objects", filters) from None
-    if not isinstance(parsed, list) or not parsed or len(parsed) > MAX_FILTERS:
-        raise ValidationFailed.field("filters", f"filters must be a JSON array of 1 to {MAX_FILTERS} filters", filters)
-    given = [service.filter_from_json(item) for item in parsed]
+    parsed, given = count_filters(filters)
     counts = await service.count_notifications(session, principal, given)
     return CountsResponse(
         data=[
-            FilterCount(count=count, filter=_echo(item, raw.get("tags"), raw.get("severity")))
+            FilterCount(count=count, filter=echo(item, raw.get("tags"), raw.get("severity")))
             for count, item, raw in zip(counts, given, parsed, strict=True)
         ]
     )

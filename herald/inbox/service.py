@@ -148,6 +148,23 @@ async def unread_by_severity(session: AsyncSession, principal: SubscriberPrincip
     return result
 
 
+async def subscriber_principal(session: AsyncSession, principal: Principal, subscriber_id: str) -> SubscriberPrincipal:
+    """The inbox of a subscriber named by an API-key caller (/v2/subscribers/{subscriberId}/notifications).
+
+    Those routes and the subscriber-token ones then run the same use cases below on the same rows; a
+    subscriberId the caller's environment does not hold answers Novu's 404.
+    """
+    from herald.subscribers.service import require_subscriber
+
+    subscriber = await require_subscriber(session, principal, subscriber_id)
+    return SubscriberPrincipal(
+        environment_id=principal.environment_id,
+        organization_id=principal.organization_id,
+        subscriber_id=subscriber.id,
+        external_subscriber_id=subscriber.subscriber_id,
+    )
+
+
 # -- filters ----------------------------------------------------------------------------------
 
 

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import bindparam, delete, func, select
+from sqlalchemy import ColumnElement, and_, bindparam, delete, func, literal, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.kit.bulk import insert_rows
@@ -21,6 +23,26 @@ LOOKUP_CHUNK = 1000
 _BY_SUBSCRIBER_ID = select(Subscriber).where(
     Subscriber.environment_id == bindparam("environment_id"), Subscriber.subscriber_id == bindparam("subscriber_id")
 )
+
+
+# Past this many matches a search's totalCount stops counting (totalCountCapped), as Novu's does.
+SEARCH_COUNT_CAP = 50_000
+
+
+@dataclass(frozen=True)
+class SubscriberSearch:
+    """What narrows a search: each field given must be contained in the subscriber's (case-insensitive)."""
+
+    email: str | None = None
+    phone: str | None = None
+    subscriber_id: str | None = None
+    # Contained in "firstName lastName".
+    name: str | None = None
+
+
+def _contains(column: Any, text: str) -> ColumnElement[bool]:
+    escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return func.lower(column).like(f"%{escaped}%", escape="\\")
 
 
 class SubscriberRepository:
@@ -100,6 +122,64 @@ class SubscriberRepository:
             select(func.count()).select_from(Subscriber).where(Subscriber.environment_id == environment_id)
         )
         return int(result.scalar_one())
+
+    def _search_conditions(self, environment_id: str, search: SubscriberSearch) -> list[ColumnElement[bool]]:
+        conditions: list[ColumnElement[bool]] = [Subscriber.environment_id == environment_id, Subscriber.deleted.is_(False)]
+        if search.email:
+            conditions.append(_contains(Subscriber.email, search.email))
+        if search.phone:
+            conditions.append(_contains(Subscriber.phone, search.phone))
+        if search.subscriber_id:
+            conditions.append(_contains(Subscriber.subscriber_id, search.subscriber_id))
+        if search.name:
+            full_name = func.coalesce(Subscriber.first_name, "") + literal(" ") + func.coalesce(Subscriber.last_name, "")
+            conditions.append(_contains(full_name, search.name))
+        return conditions
+
+    async def search_sort_value(self, environment_id: str, subscriber_id: str, column: Any) -> tuple[bool, Any]:
+        """Whether the subscriber with Herald's id ``subscriber_id`` is in the environment, and its value of ``column``."""
+        result = await self.session.execute(
+            select(column).where(Subscriber.environment_id == environment_id, Subscriber.id == subscriber_id)
+        )
+        row = result.first()
+        return (row is not None, row[0] if row is not None else None)
+
+    async def search_page(
+        self,
+        environment_id: str,
+        search: SubscriberSearch,
+        *,
+        column: Any,
+        ascending: bool,
+        cursor: tuple[Any, str] | None,
+        inclusive: bool,
+        limit: int,
+    ) -> list[Subscriber]:
+        """Up to ``limit`` subscribers in (column, id) order, ascending or not, from the cursor on (keyset)."""
+        conditions = self._search_conditions(environment_id, search)
+        if cursor is not None:
+            value, cursor_id = cursor
+            id_after = Subscriber.id >= cursor_id if inclusive else Subscriber.id > cursor_id
+            id_before = Subscriber.id <= cursor_id if inclusive else Subscriber.id < cursor_id
+            if column is Subscriber.id:
+                conditions.append(id_after if ascending else id_before)
+            elif ascending:
+                conditions.append(or_(column > value, and_(column == value, id_after)))
+            else:
+                conditions.append(or_(column < value, and_(column == value, id_before)))
+        order = (column, Subscriber.id) if ascending else (column.desc(), Subscriber.id.desc())
+        if column is Subscriber.id:
+            order = order[:1]
+        result = await self.session.execute(select(Subscriber).where(*conditions).order_by(*order).limit(limit))
+        return list(result.scalars())
+
+    async def search_count(self, environment_id: str, search: SubscriberSearch) -> tuple[int, bool]:
+        """How many match, up to SEARCH_COUNT_CAP; and whether there are more than that."""
+        capped = (
+            select(Subscriber.id).where(*self._search_conditions(environment_id, search)).limit(SEARCH_COUNT_CAP + 1)
+        ).subquery()
+        total = int((await self.session.execute(select(func.count()).select_from(capped))).scalar_one())
+        return min(total, SEARCH_COUNT_CAP), total > SEARCH_COUNT_CAP
 
     async def topic_keys_of(self, environment_id: str, subscriber: Subscriber) -> list[str]:
         result = await self.session.execute(

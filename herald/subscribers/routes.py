@@ -7,14 +7,17 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from herald.kit.auth import PrincipalDep
 from herald.kit.crypto import SecretBox
 from herald.kit.db import SessionDep
+from herald.kit.errors import ValidationFailed
 from herald.kit.pagination import PageDep, paginated
 from herald.kit.schemas import ERROR_RESPONSES, DataResponse, PaginatedResponse
 from herald.subscribers import service
+from herald.subscribers.repository import SubscriberSearch
 from herald.subscribers.schemas import (
     BulkCreateSubscribersRequest,
     BulkCreateSubscribersResponse,
     ChatOrPushProviderId,
     CreateSubscriberRequest,
+    ListSubscribersResponse,
     RemoveSubscriberResponse,
     Subscriber,
     UpdateSubscriberChannelRequest,
@@ -163,6 +166,57 @@ async def create_subscriber_v2(
     """Creates the subscriber; an existing one is updated unless ``failIfExists=true`` (then 409)."""
     subscriber = await service.upsert_subscriber(session, principal, body, box=box, fail_if_exists=failIfExists)
     return DataResponse(data=service.to_schema(subscriber, box))
+
+
+def _search_limit(raw: str | None) -> int:
+    """novu-py sends ``limit`` as a number (``10`` or ``10.0``): a whole number from 1 to 100."""
+    if raw is None or raw == "":
+        return 10
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value.is_integer() or not 1 <= value <= service.SEARCH_MAX_LIMIT:
+        raise ValidationFailed.field("limit", f"limit must be a whole number from 1 to {service.SEARCH_MAX_LIMIT}", raw)
+    return int(value)
+
+
+@v2.get("", response_model=ListSubscribersResponse, summary="Search subscribers")
+async def search_subscribers(
+    session: SessionDep,
+    principal: PrincipalDep,
+    box: BoxDep,
+    limit: Annotated[str | None, Query(description="1 to 100; 10 when not given")] = None,
+    after: Annotated[str | None, Query(max_length=64, description="The _id the page starts after (a next)")] = None,
+    before: Annotated[str | None, Query(max_length=64, description="The _id the page ends before (a previous)")] = None,
+    orderBy: Annotated[str, Query(description="_id, createdAt or updatedAt")] = "_id",
+    orderDirection: Annotated[str, Query(description="ASC or DESC")] = "DESC",
+    includeCursor: Annotated[bool, Query(description="The cursor's own subscriber starts the page")] = False,
+    email: Annotated[str | None, Query(max_length=320)] = None,
+    phone: Annotated[str | None, Query(max_length=64)] = None,
+    subscriberId: Annotated[str | None, Query(max_length=255)] = None,
+    name: Annotated[str | None, Query(max_length=512, description="Within \"firstName lastName\"")] = None,
+) -> ListSubscribersResponse:
+    """The environment's subscribers whose email, phone, subscriberId and name contain what is given
+    (case-insensitive), by cursor: ``next``/``previous`` are the ``after``/``before`` of the pages either side."""
+    page = await service.search_subscribers(
+        session,
+        principal,
+        SubscriberSearch(email=email, phone=phone, subscriber_id=subscriberId, name=name),
+        after=after or None,
+        before=before or None,
+        limit=_search_limit(limit),
+        order_by=orderBy,
+        order_direction=orderDirection.upper(),
+        include_cursor=includeCursor,
+    )
+    return ListSubscribersResponse(
+        data=[service.to_schema(row, box) for row in page.subscribers],
+        next=page.next,
+        previous=page.previous,
+        totalCount=page.total,
+        totalCountCapped=page.capped,
+    )
 
 
 @v2.get("/{subscriberId}", response_model=DataResponse[Subscriber], summary="Get a subscriber")

@@ -113,6 +113,16 @@ class Subscriber(Schema):
     updatedAt: str
 
 
+class ListSubscribersResponse(Schema):
+    """``GET /v2/subscribers``: a page of a search, with the cursors of the pages either side (null at an end)."""
+
+    data: list[Subscriber]
+    next: str | None
+    previous: str | None
+    totalCount: int
+    totalCountCapped: bool
+
+
 class RemoveSubscriberResponse(Schema):
     acknowledged: bool
     status: str

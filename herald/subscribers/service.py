@@ -10,18 +10,19 @@ integration, as Novu does.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.kit.auth import Principal
 from herald.kit.crypto import SecretBox
-from herald.kit.errors import ConflictError, NotFoundError, UnprocessableError
+from herald.kit.errors import BadRequestError, ConflictError, NotFoundError, UnprocessableError, ValidationFailed
 from herald.kit.ids import new_id
 from herald.kit.time import isoformat, utcnow
 from herald.models import Subscriber
 from herald.subscribers.channels import TooManyDeviceTokens, mask_channels, merge_channel
-from herald.subscribers.repository import SubscriberRepository
+from herald.subscribers.repository import SubscriberRepository, SubscriberSearch
 from herald.subscribers.schemas import (
     BulkCreateSubscribersResponse,
     ChangedSubscriber,
@@ -100,6 +101,99 @@ async def list_subscribers(
     repository = SubscriberRepository(session)
     rows = await repository.list_page(principal.environment_id, offset=offset, limit=limit)
     return rows, await repository.count(principal.environment_id)
+
+
+# orderBy -> column; Novu orders by _id unless told otherwise.
+SEARCH_ORDER = {"_id": Subscriber.id, "createdAt": Subscriber.created_at, "updatedAt": Subscriber.updated_at}
+SEARCH_MAX_LIMIT = 100
+
+
+@dataclass
+class SearchPage:
+    subscribers: list[Subscriber]
+    next: str | None
+    previous: str | None
+    total: int
+    capped: bool
+
+
+async def search_subscribers(
+    session: AsyncSession,
+    principal: Principal,
+    search: SubscriberSearch,
+    *,
+    after: str | None,
+    before: str | None,
+    limit: int,
+    order_by: str,
+    order_direction: str,
+    include_cursor: bool,
+) -> SearchPage:
+    """A page of the environment's subscribers that match, by keyset on (orderBy, _id).
+
+    ``after``/``before`` are a subscriber's ``_id`` (what ``next``/``previous`` give): the page holds
+    what follows or precedes that subscriber in the order, so subscribers added meanwhile never shift
+    a page (ids grow with time, and new ones fall at one end of ``_id`` and ``createdAt`` orders).
+    """
+    column = SEARCH_ORDER.get(order_by)
+    if column is None:
+        raise ValidationFailed.field("orderBy", f"orderBy must be one of {', '.join(SEARCH_ORDER)}", order_by)
+    if order_direction not in ("ASC", "DESC"):
+        raise ValidationFailed.field("orderDirection", "orderDirection must be ASC or DESC", order_direction)
+    if after and before:
+        raise BadRequestError("Cannot use both after and before cursors")
+    ascending = order_direction == "ASC"
+    repository = SubscriberRepository(session)
+    environment_id = principal.environment_id
+    attribute = column.key
+
+    async def cursor_of(subscriber_id: str, name: str) -> tuple[object, str]:
+        if column is Subscriber.id:
+            return subscriber_id, subscriber_id
+        found, value = await repository.search_sort_value(environment_id, subscriber_id, column)
+        if not found:
+            raise BadRequestError(f"{name} must be the _id of a subscriber of this environment: {subscriber_id}")
+        return value, subscriber_id
+
+    async def any_beyond(row: Subscriber, forward: bool) -> bool:
+        key = (getattr(row, attribute), row.id)
+        return bool(
+            await repository.search_page(
+                environment_id, search, column=column, ascending=ascending == forward, cursor=key, inclusive=False, limit=1
+            )
+        )
+
+    if before:
+        rows = await repository.search_page(
+            environment_id,
+            search,
+            column=column,
+            ascending=not ascending,
+            cursor=await cursor_of(before, "before"),
+            inclusive=include_cursor,
+            limit=limit + 1,
+        )
+        more = len(rows) > limit
+        rows = list(reversed(rows[:limit]))
+        previous = rows[0].id if more else None
+        next_cursor = rows[-1].id if rows and await any_beyond(rows[-1], forward=True) else None
+    else:
+        cursor = await cursor_of(after, "after") if after else None
+        rows = await repository.search_page(
+            environment_id,
+            search,
+            column=column,
+            ascending=ascending,
+            cursor=cursor,
+            inclusive=include_cursor,
+            limit=limit + 1,
+        )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        next_cursor = rows[-1].id if more else None
+        previous = rows[0].id if rows and cursor is not None and await any_beyond(rows[0], forward=False) else None
+    total, capped = await repository.search_count(environment_id, search)
+    return SearchPage(rows, next_cursor, previous, total, capped)
 
 
 async def _channels_with(

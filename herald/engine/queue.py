@@ -16,7 +16,7 @@ from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, bindparam, select, text, update
+from sqlalchemy import Select, bindparam, delete, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
@@ -434,3 +434,14 @@ async def lock_jobs(session: AsyncSession, job_ids: Sequence[str]) -> Sequence[J
         return []
     result = await session.execute(select(Job).where(any_of(session, Job.id, job_ids)).order_by(Job.id).with_for_update())
     return result.scalars().all()
+
+
+async def delete_owned_job(session: AsyncSession, job_id: str, worker_id: str) -> bool:
+    """Delete a job this worker still holds (a job whose whole outcome is what it changed); whether it did."""
+    result = await session.execute(
+        delete(Job)
+        .where(Job.id == job_id, Job.status == "running", Job.locked_by == worker_id)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+

@@ -33,6 +33,7 @@ from herald.engine.repository import EngineRepository, detail_row
 from herald.engine.steps import STEP_RUNNERS
 from herald.engine.steps.base import Detail, EngineSettings, StepContext, StepOutcome
 from herald.engine.templates import give_way, on_loop_only
+from herald.inbox.repository import UNSNOOZE_JOB
 from herald.kit.crypto import SecretBox
 from herald.kit.db import without_transaction
 from herald.kit.ids import new_id
@@ -84,6 +85,13 @@ class JobRunner:
         held = {job.id for job in jobs}
         heartbeat = asyncio.create_task(self._keep_leases(held))
         try:
+            returns = [job for job in jobs if job.kind == UNSNOOZE_JOB]
+            if returns:
+                # A snoozed notification's time has come (herald.inbox.snooze).
+                from herald.inbox.snooze import run_returns
+
+                await run_returns(self.sessionmaker, returns, self.worker_id)
+                jobs = [job for job in jobs if job.kind != UNSNOOZE_JOB]
             expansions = [job for job in jobs if job.kind == "event"]
             steps = [job for job in jobs if job.kind != "event"]
             known_events: dict[str, Event] = {}
@@ -572,6 +580,13 @@ class JobRunner:
         delivers through a provider and has no message yet gets one with status
         ``error``, ``errorId`` and ``errorText``. An expansion says how far it got.
         """
+        if job.kind == UNSNOOZE_JOB:
+            # Nothing follows a snooze's return: the job says why it stopped, and no message changes.
+            job.status = "failed"
+            job.error_text = detail.detail
+            job.locked_until = None
+            job.updated_at = utcnow()
+            return
         event = await EngineRepository(session).get_event(job.event_id)
         if job.kind == "event":
             detail = Detail(detail.status, expansion_failed_detail(job, detail.detail), raw=detail.raw)

@@ -20,7 +20,10 @@ from sqlalchemy import Select, and_, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
-from herald.models import ApiKey, Environment, Integration, Message, Subscriber, Workflow
+from herald.models import ApiKey, Environment, Integration, Job, Message, Subscriber, Workflow
+
+# The job that brings a snoozed notification back when its time comes (herald.inbox.snooze).
+UNSNOOZE_JOB = "unsnooze"
 
 IN_APP = "in_app"
 NEWEST_FIRST = (Message.created_at.desc(), Message.id.desc())
@@ -240,3 +243,51 @@ class InboxRepository:
     async def save(self, message: Message) -> Message:
         await self.session.flush()
         return message
+
+    # -- the snooze's return (herald.inbox.snooze) ------------------------------------------------
+
+    def add_return_job(self, message: Message, until: datetime, data: dict[str, Any]) -> Job:
+        """A job due at ``until`` that brings ``message`` back; written with the snooze, in its transaction.
+
+        ``event_id`` holds the message's id (no event has it) and the job stays "queued" (a trigger's
+        cancel touches delayed and merged jobs only), with no notification: no chain or feed reads it.
+        """
+        job = Job(
+            kind=UNSNOOZE_JOB,
+            status="queued",
+            environment_id=self.environment_id,
+            organization_id=message.organization_id,
+            event_id=message.id,
+            transaction_id=message.transaction_id,
+            subscriber_id=self.subscriber_id,
+            run_at=until,
+            data=data,
+        )
+        self.session.add(job)
+        return job
+
+    async def drop_return_jobs(self, message: Message) -> int:
+        """Delete the message's return jobs still waiting (one running re-checks the message and does nothing)."""
+        result = await self.session.execute(
+            delete(Job)
+            .where(
+                Job.environment_id == self.environment_id,
+                Job.transaction_id == message.transaction_id,
+                Job.kind == UNSNOOZE_JOB,
+                Job.event_id == message.id,
+                Job.status == "queued",
+            )
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+
+    async def update_if_snoozed_until(self, message_id: str, snoozed_until: datetime, values: dict[str, Any]) -> int:
+        """Change the message only while it is still snoozed until exactly ``snoozed_until`` (as read)."""
+        result = await self.session.execute(
+            update(Message)
+            .where(Message.id == message_id, *self._scope(), Message.snoozed_until == snoozed_until)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
+

@@ -15,7 +15,9 @@ notification also marks it seen and takes it out of the archive; archiving
 also reads it; unarchiving leaves it read. Read and seen are the very flags
 the v1 feed and mark-as routes read and write (herald/messages). A snoozed
 notification is out of the lists that ask for ``snoozed=false`` until its
-time, then back by itself; tags and severity are its workflow's.
+time, then back by itself: a job of the engine's queue, written with the
+snooze, delivers it again then (herald.inbox.snooze); tags and severity are
+its workflow's.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.inbox import snooze as snooze_jobs
 from herald.inbox.repository import InboxFilter, InboxRepository, SessionRepository
 from herald.inbox.schemas import SEVERITIES, SessionRequest
 from herald.kit.auth import Principal, SubscriberPrincipal
@@ -408,8 +411,11 @@ async def snooze(session: AsyncSession, principal: SubscriberPrincipal, notifica
         raise BadRequestError(f"Snooze time must be at most {MAX_SNOOZE_DURATION_HOURS} hours from now")
     # Snoozing is looking at it: seen too, as in Novu.
     await repository.update([notification_id], {"snoozed_until": until, **_seen_values(now), "updated_at": now})
+    # Back by itself at that time, delivered again (herald.inbox.snooze), whatever restarts meanwhile.
+    view = await _view(repository, notification_id)
+    await snooze_jobs.schedule_return(repository, view.message, view.message.snoozed_until or until)
     await _counts_changed(session, principal)
-    return await _view(repository, notification_id)
+    return view
 
 
 async def unsnooze(session: AsyncSession, principal: SubscriberPrincipal, notification_id: str) -> NotificationView:
@@ -418,6 +424,7 @@ async def unsnooze(session: AsyncSession, principal: SubscriberPrincipal, notifi
     message = await _require(repository, notification_id)
     now = utcnow()
     if message.snoozed_until is not None:
+        await snooze_jobs.cancel_return(repository, message)
         delivered = [*(message.delivered_at or []), isoformat(now)]
         await repository.update([notification_id], {"snoozed_until": None, "delivered_at": delivered, "updated_at": now})
         await _counts_changed(session, principal)

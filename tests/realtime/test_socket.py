@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -211,3 +212,31 @@ async def test_marking_read_through_the_inbox_sends_the_counts(
     )
     assert response.status_code == 201, response.text
     assert (await socket.next("unread_count_changed"))["unreadCount"] == 1
+
+
+async def test_a_snooze_that_ends_by_itself_is_received_again(
+    app: FastAPI, served: str, tenancy: Tenancy, herald: httpx.AsyncClient, sockets: list[InboxSocket]
+) -> None:
+    """The worker brings the notification back at snoozedUntil: notification_received and both counts, as when created."""
+    workflow = await create_workflow(herald)
+    subscriber, socket, _ = await open_inbox(app, served, tenancy, herald, sockets)
+    await trigger(herald, workflow, subscriber["subscriberId"], name="later")
+    message_id = (await socket.next("notification_received"))["message"]["_id"]
+    assert (await socket.next("unread_count_changed"))["unreadCount"] == 1
+
+    until = datetime.now(UTC) + timedelta(seconds=2)
+    response = await herald.patch(
+        f"/v2/subscribers/{subscriber['subscriberId']}/notifications/{message_id}/snooze",
+        json={"snoozeUntil": until.isoformat()},
+    )
+    assert response.status_code == 200, response.text
+    # Snoozed: out of the unread count until its time.
+    assert (await socket.next("unread_count_changed"))["unreadCount"] == 0
+
+    back = await socket.next("notification_received", timeout=15)
+    assert back["message"]["_id"] == message_id
+    assert datetime.now(UTC) >= until
+    assert (await socket.next("unread_count_changed"))["unreadCount"] == 1
+    listed = await herald.get(f"/v2/subscribers/{subscriber['subscriberId']}/notifications")
+    [item] = listed.json()["data"]
+    assert item["isSnoozed"] is False and len(item["deliveredAt"]) == 2

@@ -240,3 +240,22 @@ async def test_a_snooze_that_ends_by_itself_is_received_again(
     listed = await herald.get(f"/v2/subscribers/{subscriber['subscriberId']}/notifications")
     [item] = listed.json()["data"]
     assert item["isSnoozed"] is False and len(item["deliveredAt"]) == 2
+
+
+async def test_changes_with_the_api_key_send_the_counts(
+    app: FastAPI, served: str, tenancy: Tenancy, herald: httpx.AsyncClient, sockets: list[InboxSocket]
+) -> None:
+    """/v2/subscribers/{id}/notifications is the Inbox's own implementation: the socket hears its changes too."""
+    workflow = await create_workflow(herald)
+    subscriber, socket, _ = await open_inbox(app, served, tenancy, herald, sockets)
+    await trigger(herald, workflow, subscriber["subscriberId"], name="one")
+    message_id = (await socket.next("notification_received"))["message"]["_id"]
+    assert (await socket.next("unread_count_changed"))["unreadCount"] == 1
+    notifications = f"/v2/subscribers/{subscriber['subscriberId']}/notifications"
+    response = await herald.patch(f"{notifications}/{message_id}/read")
+    assert response.status_code == 200, response.text
+    assert await socket.next("unseen_count_changed") == {"unseenCount": 0, "hasMore": False}
+    assert (await socket.next("unread_count_changed"))["unreadCount"] == 0
+    response = await herald.post(f"{notifications}/delete", json={})
+    assert response.status_code == 204, response.text
+    assert (await socket.next("unread_count_changed"))["unreadCount"] == 0

@@ -72,8 +72,9 @@ class Notification(IdMixin, EnvironmentScopedMixin, Base):
 class Job(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     """A unit of work for the engine, claimed with a lease.
 
-    ``kind`` is "event" (expand an accepted trigger into notifications) or
-    "step" (run one workflow step for one subscriber).
+    ``kind`` is "event" (expand an accepted trigger into notifications),
+    "step" (run one workflow step for one subscriber) or "unsnooze" (bring a
+    snoozed inbox notification back at its time: herald.inbox.snooze).
     """
 
     __tablename__ = "jobs"

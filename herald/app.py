@@ -107,6 +107,7 @@ def build_worker(
     pressure: Callable[[], int] | None = None,
 ) -> Worker:
     """A worker for this process, configured from settings."""
+    from herald.engine.breaker import BreakerSettings
     from herald.engine.retention import Retention
     from herald.engine.steps.base import EngineSettings
     from herald.engine.worker import Worker
@@ -115,7 +116,11 @@ def build_worker(
     return Worker(
         sessionmaker=sessionmaker,
         box=SecretBox(settings.secret_key),
-        settings=EngineSettings(retry_base_seconds=settings.retry_base_seconds, lease_seconds=settings.job_lease_seconds),
+        settings=EngineSettings(
+            retry_base_seconds=settings.retry_base_seconds,
+            lease_seconds=settings.job_lease_seconds,
+            breaker=BreakerSettings(settings.breaker_failures, settings.breaker_window_seconds, settings.breaker_cooldown_seconds),
+        ),
         concurrency=settings.worker_concurrency,
         batch_size=settings.worker_batch_size,
         poll_interval=settings.worker_poll_seconds,

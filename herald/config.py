@@ -50,6 +50,12 @@ class Settings:
     retry_base_seconds: float = 2.0
     # A running job whose worker has not finished within this is taken by another.
     job_lease_seconds: float = 60.0
+    # Provider failover's circuit breaker (engine/breaker.py): an integration with
+    # this many transient failures within the window is skipped for the cool-down,
+    # then probed by one message.
+    breaker_failures: int = 5
+    breaker_window_seconds: float = 60.0
+    breaker_cooldown_seconds: float = 30.0
     worker_poll_seconds: float = 0.5
     # ``herald worker`` lowers its CPU priority by this much (os.nice): API
     # processes on the same machine answer first when both want the CPU. With
@@ -154,6 +160,9 @@ def load_settings(**overrides: object) -> Settings:
         "worker_batch_size": _number(env, "HERALD_WORKER_BATCH_SIZE", "100", int),
         "retry_base_seconds": _number(env, "HERALD_RETRY_BASE_SECONDS", "2.0", float),
         "job_lease_seconds": _number(env, "HERALD_JOB_LEASE_SECONDS", "60", float),
+        "breaker_failures": _number(env, "HERALD_BREAKER_FAILURES", "5", int),
+        "breaker_window_seconds": _number(env, "HERALD_BREAKER_WINDOW_SECONDS", "60", float),
+        "breaker_cooldown_seconds": _number(env, "HERALD_BREAKER_COOLDOWN_SECONDS", "30", float),
         "worker_poll_seconds": _number(env, "HERALD_WORKER_POLL_SECONDS", "0.5", float),
         "worker_nice": _number(env, "HERALD_WORKER_NICE", "10", int),
         "notification_retention_days": _number(env, "HERALD_NOTIFICATION_RETENTION_DAYS", "30", float),
@@ -175,5 +184,10 @@ def load_settings(**overrides: object) -> Settings:
     for name in ("HERALD_NOTIFICATION_RETENTION_DAYS", "HERALD_MESSAGE_RETENTION_DAYS"):
         if float(env.get(name, "0")) < 0:
             raise SettingsError(f"{name} must be a number of days, 0 to keep for ever, not {env[name]!r}")
+    if int(values["breaker_failures"]) < 1:  # type: ignore[call-overload]
+        raise SettingsError(f"HERALD_BREAKER_FAILURES must be a whole number above 0, not {env['HERALD_BREAKER_FAILURES']!r}")
+    for name in ("HERALD_BREAKER_WINDOW_SECONDS", "HERALD_BREAKER_COOLDOWN_SECONDS"):
+        if float(values[name[7:].lower()]) <= 0:  # type: ignore[arg-type]
+            raise SettingsError(f"{name} must be a number of seconds above 0, not {env[name]!r}")
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

@@ -7,7 +7,7 @@ from datetime import datetime
 from functools import cache, partial
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, exists, func, or_, select, update
+from sqlalchemy import Select, and_, bindparam, case, delete, exists, func, literal, or_, select, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -24,6 +24,7 @@ from herald.models import (
     Event,
     ExecutionDetail,
     Integration,
+    IntegrationHealth,
     Job,
     Message,
     Notification,
@@ -34,6 +35,7 @@ from herald.models import (
     TopicSubscriber,
     Workflow,
 )
+from herald.models.base import UTCDateTime
 from herald.realtime.signals import RECEIVED, Change, announce
 from herald.subscribers.channels import merge_requested_channels
 
@@ -551,6 +553,108 @@ class EngineRepository:
             .order_by(Integration.primary.desc(), Integration.priority.desc(), Integration.created_at.desc())
         )
         return result.scalars().all()
+
+    async def active_integrations_with_health(
+        self, environment_id: str, channel: str
+    ) -> list[tuple[Integration, IntegrationHealth | None]]:
+        """The channel's active integrations in failover order (primary, then priority), with their breaker's row."""
+        result = await self.session.execute(
+            select(Integration, IntegrationHealth)
+            .outerjoin(IntegrationHealth, IntegrationHealth.integration_id == Integration.id)
+            .where(
+                Integration.environment_id == environment_id,
+                Integration.channel == channel,
+                Integration.active.is_(True),
+                Integration.deleted.is_(False),
+            )
+            .order_by(Integration.primary.desc(), Integration.priority.desc(), Integration.created_at.desc())
+        )
+        return [(integration, health) for integration, health in result.tuples()]
+
+    async def claim_probe(self, integration_id: str, now: datetime, until: datetime) -> bool:
+        """Take the one probe of a half-open breaker; False when it is not half-open or another message has it."""
+        result = await self.session.execute(
+            update(IntegrationHealth)
+            .where(
+                IntegrationHealth.integration_id == integration_id,
+                IntegrationHealth.skipped_until.is_not(None),
+                IntegrationHealth.skipped_until <= now,
+                or_(IntegrationHealth.probe_until.is_(None), IntegrationHealth.probe_until <= now),
+            )
+            .values(probe_until=until, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        return bool(result.rowcount)
+
+    async def record_integration_failure(
+        self,
+        integration_id: str,
+        environment_id: str,
+        *,
+        now: datetime,
+        failures: int,
+        window_start: datetime,
+        open_until: datetime,
+        probing: bool,
+        error: str,
+    ) -> IntegrationHealth:
+        """Count a transient failure and open the breaker when it reaches ``failures`` in the window: one statement.
+
+        The failures in the window and the decision to open are worked out by
+        the store from the row as it is, so concurrent workers' failures all
+        count and the breaker opens once. A failed probe opens it again.
+        """
+        table = IntegrationHealth.__table__
+        stamp = lambda value: literal(value, UTCDateTime())  # noqa: E731
+        in_window = and_(table.c.window_started_at.is_not(None), table.c.window_started_at > stamp(window_start))
+        counted = case((in_window, table.c.failures + 1), else_=1)
+        if probing:
+            skipped_until: Any = stamp(open_until)
+        else:
+            skipped_until = case(
+                (and_(table.c.skipped_until.is_(None), counted >= failures), stamp(open_until)), else_=table.c.skipped_until
+            )
+        error = error[:1000]
+        statement = (
+            self._insert(table)
+            .values(
+                integration_id=integration_id,
+                environment_id=environment_id,
+                failures=1,
+                window_started_at=now,
+                consecutive_failures=1,
+                failing_since=now,
+                skipped_until=open_until if failures <= 1 else None,
+                probe_until=None,
+                last_error=error,
+                updated_at=now,
+            )
+        )
+        statement = statement.on_conflict_do_update(
+            index_elements=[table.c.integration_id],
+            set_={
+                "failures": counted,
+                "window_started_at": case((in_window, table.c.window_started_at), else_=stamp(now)),
+                "consecutive_failures": table.c.consecutive_failures + 1,
+                "failing_since": func.coalesce(table.c.failing_since, stamp(now)),
+                "skipped_until": skipped_until,
+                "probe_until": None if probing else table.c.probe_until,
+                "last_error": error,
+                "updated_at": stamp(now),
+            },
+        ).returning(*table.c)
+        row = (await self.session.execute(statement)).one()
+        health = IntegrationHealth()
+        health.__dict__.update(row._asdict())
+        return health
+
+    async def clear_integration_health(self, integration_id: str) -> None:
+        """A success: the breaker closes and the integration is healthy again."""
+        await self.session.execute(
+            delete(IntegrationHealth)
+            .where(IntegrationHealth.integration_id == integration_id)
+            .execution_options(synchronize_session=False)
+        )
 
     async def messages_of_job(self, job_id: str) -> dict[str, Message]:
         result = await self.session.execute(select(Message).where(Message.job_id == job_id))

@@ -3,6 +3,7 @@
 from herald.models.base import Base
 from herald.models.event import Event, ExecutionDetail, Job, Notification
 from herald.models.integration import Integration
+from herald.models.integration_health import IntegrationHealth
 from herald.models.message import IdempotencyRecord, Message
 from herald.models.organization import ApiKey, Environment, NotificationGroup, Organization
 from herald.models.preference import SubscriberPreference
@@ -17,6 +18,7 @@ __all__ = [
     "ExecutionDetail",
     "IdempotencyRecord",
     "Integration",
+    "IntegrationHealth",
     "Job",
     "Message",
     "Notification",

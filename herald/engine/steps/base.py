@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from herald.engine.breaker import BreakerSettings
 from herald.engine.preferences import StepPreferences
 from herald.kit.crypto import SecretBox
 from herald.models import Event, Job, Message, Subscriber
@@ -26,6 +27,7 @@ from herald.models import Event, Job, Message, Subscriber
 class EngineSettings:
     retry_base_seconds: float = 2.0
     lease_seconds: float = 60.0
+    breaker: BreakerSettings = field(default_factory=BreakerSettings)
 
 
 @dataclass

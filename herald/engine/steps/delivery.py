@@ -14,16 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from herald.engine import queue
+from herald.engine import breaker, queue
 from herald.engine.filters import FilterContext, step_passes
 from herald.engine.repository import EngineRepository
 from herald.engine.steps.base import Detail, StepContext, StepOutcome
 from herald.kit.crypto import is_secret, scrub
 from herald.kit.ids import new_id
 from herald.kit.time import isoformat
-from herald.models import Integration, Message
+from herald.models import Integration, IntegrationHealth, Message
 from herald.providers.base import Provider, ProviderError, SendResult
 from herald.providers.registry import provider_class
 
@@ -74,6 +75,206 @@ def select_integration(ctx: StepContext, channel: str, integrations: Sequence[In
     if not unconditional:
         return None, f"No active {channel} integration in this environment"
     return unconditional[0], f"integration {unconditional[0].identifier} (highest priority)"
+
+
+async def load_candidates(ctx: StepContext, channel: str) -> tuple[list[tuple[Integration, IntegrationHealth | None]], dict[str, Message]]:
+    """The channel's active integrations (failover order) with their breaker, and the job's messages so far."""
+    async with ctx.sessionmaker() as session:
+        repository = EngineRepository(session)
+        return (
+            await repository.active_integrations_with_health(ctx.job.environment_id, channel),
+            await repository.messages_of_job(ctx.job.id),
+        )
+
+
+def failover_order(
+    ctx: StepContext, first: Integration, candidates: Sequence[tuple[Integration, IntegrationHealth | None]]
+) -> list[tuple[Integration, IntegrationHealth | None]]:
+    """The chosen integration, then the channel's others in priority order.
+
+    An integration with conditions is there for the tenants they name: it is
+    a fallback only when its conditions match this trigger.
+    """
+    context = FilterContext(subscriber=ctx.subscriber_fields(), payload=ctx.payload, tenant=ctx.tenant) if ctx.tenant else None
+    ordered = [pair for pair in candidates if pair[0].id == first.id]
+    for integration, health in candidates:
+        if integration.id == first.id:
+            continue
+        if integration.conditions and (context is None or not step_passes(integration.conditions, context).passed):
+            continue
+        ordered.append((integration, health))
+    return ordered
+
+
+Build = Callable[[Integration], tuple[Message, Callable[[Provider[Any]], Awaitable[SendResult]]]]
+
+
+async def deliver_with_failover(
+    ctx: StepContext,
+    channel: str,
+    chain: list[tuple[Integration, IntegrationHealth | None]],
+    build: Build,
+    already: dict[str, Message],
+) -> StepOutcome:
+    """Send one email or sms through the first integration of ``chain`` that takes it.
+
+    A transient failure moves on to the next integration at once (and counts
+    against the integration's breaker); a permanent one ends the step (another
+    provider would refuse the same request). An integration whose breaker is
+    open is skipped. When every integration failed transiently or was
+    skipped, the job is retried with backoff like any transient failure; on
+    its last attempt, integrations skipped by their breaker are tried anyway
+    rather than failing a message no provider was asked to send.
+    """
+    details: list[Detail] = []
+    keys = {f"{channel}:{integration.identifier}": integration for integration, _ in chain}
+    for key, integration in keys.items():
+        previous = already.get(key)
+        if previous is not None and previous.status == "sent":
+            return StepOutcome(
+                "completed",
+                details=[Detail("Success", f"Already sent by {integration.provider_id} through {integration.identifier} (id {previous.provider_message_id}); not sent again", integration.provider_id)],
+            )
+    for key, integration in keys.items():
+        previous = already.get(key)
+        if previous is not None and previous.status == "error":
+            text = previous.error_text or "delivery failed"
+            return StepOutcome(
+                "failed",
+                details=[Detail("Failed", f"Not sent again: it failed for good on an earlier attempt ({text})", integration.provider_id)],
+                error_text=text,
+            )
+    last_attempt = ctx.job.attempts >= ctx.job.max_attempts
+    transient: list[str] = []
+    skipped: list[Integration] = []
+    last_tried: tuple[Integration, Message] | None = None
+
+    async def attempt(integration: Integration, health: IntegrationHealth | None, *, forced: bool) -> StepOutcome | None:
+        """Send through one integration: the step's outcome when it is settled, None to go on to the next."""
+        nonlocal last_tried
+        provider_id = integration.provider_id
+        probing = False
+        at = breaker.now()
+        decision = breaker.Decision.SEND if forced else breaker.decide(health, at)
+        if decision is breaker.Decision.PROBE:
+            probing = await _claim_probe(ctx, integration, at)
+            if not probing:
+                decision = breaker.Decision.SKIP
+        if decision is breaker.Decision.SKIP:
+            skipped.append(integration)
+            until = isoformat(health.skipped_until) if health is not None else None
+            why = "another message is probing it" if health is not None and health.skipped_until and health.skipped_until <= at else f"its circuit breaker is open until {until}"
+            details.append(Detail("Warning", f"Skipped {integration.identifier} ({provider_id}): {why}", provider_id, raw=_raw(integration, "skipped")))
+            return None
+        if probing:
+            details.append(Detail("Pending", f"Probing {integration.identifier} ({provider_id}): its cool-down is over; this message tries it first", provider_id, raw=_raw(integration, "probe")))
+        elif forced:
+            details.append(Detail("Pending", f"Trying {integration.identifier} ({provider_id}) although its circuit breaker is open: the job's last attempt, and every integration was skipped", provider_id, raw=_raw(integration, "forced")))
+        cls = provider_class(provider_id)
+        message, send = build(integration)
+        message.delivery_key = f"{channel}:{integration.identifier}"
+        last_tried = (integration, message)
+        if cls is None:
+            text = f"Provider {provider_id!r} is not supported by Herald"
+            _fail(Delivery(message.delivery_key, integration, message, send), [], details, text)
+            return StepOutcome("failed", details=details, messages=[message], error_text=text)
+        credentials = ctx.box.open_credentials(integration.credentials)
+        provider = cls(credentials, ctx.http)
+        try:
+            result = await send(provider)
+        except ProviderError as exc:
+            secrets = [value for key, value in credentials.items() if is_secret(key, value)]
+            exc.message = scrub(exc.message, secrets)
+            if not exc.transient:
+                if probing:
+                    # The provider answered: it is up, whatever it thought of this request.
+                    await _clear_health(ctx, integration)
+                _fail(Delivery(message.delivery_key, integration, message, send), [], details, exc.message, status_code=exc.status_code)
+                return StepOutcome("failed", details=details, messages=[message], error_text=exc.message)
+            transient.append(f"{integration.identifier}: {exc.message}")
+            state = await _record_failure(ctx, integration, exc.message, probing=probing)
+            opened = state.skipped_until is not None and (probing or health is None or health.skipped_until != state.skipped_until)
+            note = f"; its circuit breaker is open until {isoformat(state.skipped_until)}" if opened else ""
+            details.append(
+                Detail(
+                    "Failed",
+                    f"{integration.identifier} ({provider_id}) failed, moving on: {exc.message}{note}",
+                    provider_id,
+                    raw=_raw(integration, "transient", statusCode=exc.status_code, breakerOpen=opened),
+                )
+            )
+            return None
+        if probing or health is not None:
+            await _clear_health(ctx, integration)
+        message.status = "sent"
+        message.provider_message_id = result.provider_message_id
+        message.delivered_at = [isoformat(ctx.now)]
+        await record_accepted(ctx, message)
+        note = f"; some recipients failed: {'; '.join(result.failures)}" if result.failures else ""
+        through = f" through {integration.identifier}" + (" (failover)" if transient or skipped else "")
+        details.append(
+            Detail(
+                "Success",
+                f"Accepted by {provider_id}{through} (id {result.provider_message_id}){note}",
+                provider_id,
+                raw={"providerMessageId": result.provider_message_id, "integrationIdentifier": integration.identifier},
+            )
+        )
+        return StepOutcome("completed", details=details, messages=[message])
+
+    for integration, health in chain:
+        outcome = await attempt(integration, health, forced=False)
+        if outcome is not None:
+            return outcome
+    if last_attempt and skipped:
+        for integration in list(skipped):
+            outcome = await attempt(integration, None, forced=True)
+            if outcome is not None:
+                return outcome
+    if not transient:
+        text = f"Every active {channel} integration was skipped: their circuit breakers are open"
+    else:
+        text = "Every active {} integration failed: {}".format(channel, "; ".join(transient))
+    if not last_attempt:
+        details.append(Detail("Failed", f"{text} (will retry)"))
+        return StepOutcome("failed", details=details, retryable=True, error_text=text)
+    integration, message = last_tried if last_tried is not None else (chain[0][0], build(chain[0][0])[0])
+    message.delivery_key = f"{channel}:{integration.identifier}"
+    message.status = "error"
+    message.error_id = f"error_{new_id()}"
+    message.error_text = text
+    details.append(Detail("Failed", f"Delivery failed: {text}", integration.provider_id))
+    return StepOutcome("failed", details=details, messages=[message], error_text=text)
+
+
+def _raw(integration: Integration, outcome: str, **more: Any) -> dict[str, Any]:
+    return {"integrationIdentifier": integration.identifier, "providerId": integration.provider_id, "failover": outcome, **{k: v for k, v in more.items() if v is not None}}
+
+
+async def _claim_probe(ctx: StepContext, integration: Integration, at: datetime) -> bool:
+    async with ctx.sessionmaker() as session, session.begin():
+        return await EngineRepository(session).claim_probe(integration.id, at, at + ctx.settings.breaker.cooldown)
+
+
+async def _record_failure(ctx: StepContext, integration: Integration, error: str, *, probing: bool) -> IntegrationHealth:
+    settings = ctx.settings.breaker
+    at = breaker.now()
+    async with ctx.sessionmaker() as session, session.begin():
+        return await EngineRepository(session).record_integration_failure(
+            integration.id,
+            integration.environment_id,
+            now=at,
+            failures=settings.failures,
+            window_start=at - settings.window,
+            open_until=at + settings.cooldown,
+            probing=probing,
+            error=error,
+        )
+
+
+async def _clear_health(ctx: StepContext, integration: Integration) -> None:
+    async with ctx.sessionmaker() as session, session.begin():
+        await EngineRepository(session).clear_integration_health(integration.id)
 
 
 async def deliver(ctx: StepContext, deliveries: list[Delivery], already: dict[str, Message]) -> StepOutcome:

@@ -1,17 +1,18 @@
-"""The email step: render, choose the integration, send to subscriber.email."""
+"""The email step: render, choose the integration, send to subscriber.email (failing over to the channel's next)."""
 
 from __future__ import annotations
 
 from herald.engine.steps.base import StepContext, StepOutcome
 from herald.engine.steps.delivery import (
-    Delivery,
-    deliver,
-    load_integrations,
+    deliver_with_failover,
+    failover_order,
+    load_candidates,
     missing_address,
     no_integration,
     select_integration,
 )
 from herald.engine.templates import TemplateError, render_bounded, render_email
+from herald.models import Integration
 from herald.providers.base import EmailMessage
 
 
@@ -29,8 +30,8 @@ async def run(ctx: StepContext) -> StepOutcome:
         )
     except TemplateError as exc:
         return StepOutcome.failed(f"Template error: {exc}")
-    integrations, already = await load_integrations(ctx, "email")
-    integration, reason = select_integration(ctx, "email", integrations)
+    candidates, already = await load_candidates(ctx, "email")
+    integration, reason = select_integration(ctx, "email", [pair[0] for pair in candidates])
     if integration is None:
         return no_integration(ctx, "email", reason)
     email = EmailMessage(
@@ -40,11 +41,14 @@ async def run(ctx: StepContext) -> StepOutcome:
         text=rendered.text,
         sender_name=template.get("senderName") or None,
     )
-    message = ctx.new_message(
-        "email", email=ctx.subscriber.email, subject=rendered.subject, content=rendered.html, provider_id=integration.provider_id
-    )
 
     async def send(provider):  # type: ignore[no-untyped-def]
         return await provider.send(email)
 
-    return await deliver(ctx, [Delivery(f"email:{integration.identifier}", integration, message, send)], already)
+    def build(chosen: Integration):  # type: ignore[no-untyped-def]
+        message = ctx.new_message(
+            "email", email=ctx.subscriber.email, subject=rendered.subject, content=rendered.html, provider_id=chosen.provider_id
+        )
+        return message, send
+
+    return await deliver_with_failover(ctx, "email", failover_order(ctx, integration, candidates), build, already)

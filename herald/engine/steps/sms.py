@@ -1,17 +1,18 @@
-"""The sms step: render, choose the integration, send to subscriber.phone."""
+"""The sms step: render, choose the integration, send to subscriber.phone (failing over to the channel's next)."""
 
 from __future__ import annotations
 
 from herald.engine.steps.base import StepContext, StepOutcome
 from herald.engine.steps.delivery import (
-    Delivery,
-    deliver,
-    load_integrations,
+    deliver_with_failover,
+    failover_order,
+    load_candidates,
     missing_address,
     no_integration,
     select_integration,
 )
 from herald.engine.templates import TemplateError, render_bounded, render_sms
+from herald.models import Integration
 from herald.providers.base import SmsMessage
 
 
@@ -22,14 +23,16 @@ async def run(ctx: StepContext) -> StepOutcome:
         content = await render_bounded(render_sms, ctx.template.get("content") or "", ctx.variables())
     except TemplateError as exc:
         return StepOutcome.failed(f"Template error: {exc}")
-    integrations, already = await load_integrations(ctx, "sms")
-    integration, reason = select_integration(ctx, "sms", integrations)
+    candidates, already = await load_candidates(ctx, "sms")
+    integration, reason = select_integration(ctx, "sms", [pair[0] for pair in candidates])
     if integration is None:
         return no_integration(ctx, "sms", reason)
     sms = SmsMessage(to=ctx.subscriber.phone, content=content)
-    message = ctx.new_message("sms", phone=ctx.subscriber.phone, content=content, provider_id=integration.provider_id)
 
     async def send(provider):  # type: ignore[no-untyped-def]
         return await provider.send(sms)
 
-    return await deliver(ctx, [Delivery(f"sms:{integration.identifier}", integration, message, send)], already)
+    def build(chosen: Integration):  # type: ignore[no-untyped-def]
+        return ctx.new_message("sms", phone=ctx.subscriber.phone, content=content, provider_id=chosen.provider_id), send
+
+    return await deliver_with_failover(ctx, "sms", failover_order(ctx, integration, candidates), build, already)

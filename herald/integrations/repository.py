@@ -6,7 +6,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.kit.db import lock_for_transaction
-from herald.models import Integration
+from herald.models import Integration, IntegrationHealth
 
 
 class IntegrationRepository:
@@ -88,3 +88,12 @@ class IntegrationRepository:
             )
             .values(primary=False)
         )
+
+    async def health_of(self, integration_ids: Sequence[str]) -> dict[str, IntegrationHealth]:
+        """The breaker rows of these integrations (a healthy one has none)."""
+        if not integration_ids:
+            return {}
+        result = await self.session.execute(
+            select(IntegrationHealth).where(IntegrationHealth.integration_id.in_(list(integration_ids)))
+        )
+        return {row.integration_id: row for row in result.scalars()}

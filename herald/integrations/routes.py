@@ -21,13 +21,13 @@ async def create_integration(
     body: CreateIntegrationRequest, request: Request, session: SessionDep, principal: PrincipalDep
 ) -> DataResponse[Integration]:
     integration = await service.create_integration(session, principal, _box(request), body)
-    return DataResponse(data=service.to_schema(integration, _box(request), principal))
+    return DataResponse(data=await service.present_one(session, integration, _box(request), principal))
 
 
 @router.get("", response_model=DataResponse[list[Integration]], summary="List the organization's integrations")
 async def list_integrations(request: Request, session: SessionDep, principal: PrincipalDep) -> DataResponse[list[Integration]]:
     rows = await service.list_integrations(session, principal, active_only=False)
-    return DataResponse(data=service.to_schemas(rows, _box(request), principal))
+    return DataResponse(data=await service.present(session, rows, _box(request), principal))
 
 
 @router.get("/active", response_model=DataResponse[list[Integration]], summary="List active integrations")
@@ -36,7 +36,7 @@ async def list_active_integrations(
 ) -> DataResponse[list[Integration]]:
     """The active, non-deleted integrations of every environment of the caller's organization."""
     rows = await service.list_integrations(session, principal, active_only=True)
-    return DataResponse(data=service.to_schemas(rows, _box(request), principal))
+    return DataResponse(data=await service.present(session, rows, _box(request), principal))
 
 
 @router.put("/{integrationId}", response_model=DataResponse[Integration], summary="Update an integration")
@@ -44,7 +44,7 @@ async def update_integration(
     integrationId: str, body: UpdateIntegrationRequest, request: Request, session: SessionDep, principal: PrincipalDep
 ) -> DataResponse[Integration]:
     integration = await service.update_integration(session, principal, _box(request), integrationId, body)
-    return DataResponse(data=service.to_schema(integration, _box(request), principal))
+    return DataResponse(data=await service.present_one(session, integration, _box(request), principal))
 
 
 @router.delete("/{integrationId}", response_model=DataResponse[list[Integration]], summary="Delete an integration")
@@ -52,7 +52,7 @@ async def delete_integration(
     integrationId: str, request: Request, session: SessionDep, principal: PrincipalDep
 ) -> DataResponse[list[Integration]]:
     rows = await service.delete_integration(session, principal, integrationId)
-    return DataResponse(data=service.to_schemas(rows, _box(request), principal))
+    return DataResponse(data=await service.present(session, rows, _box(request), principal))
 
 
 # Novu's server answers set-primary with 201 while the OpenAPI document its SDKs
@@ -76,4 +76,4 @@ async def set_integration_as_primary(
     integration = await service.set_primary(session, principal, integrationId)
     if request.headers.get("user-agent", "").startswith(GENERATED_SDK_AGENT):
         response.status_code = 200
-    return DataResponse(data=service.to_schema(integration, _box(request), principal))
+    return DataResponse(data=await service.present_one(session, integration, _box(request), principal))

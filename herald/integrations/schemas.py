@@ -106,6 +106,16 @@ class StepFilter(Schema):
     children: list[FieldFilterPart] = Field(default_factory=list)
 
 
+class IntegrationHealth(Schema):
+    """How the integration has fared lately: healthy, failing (since when), skipped (until when) or half-open."""
+
+    status: Literal["healthy", "failing", "skipped", "half-open"]
+    failingSince: str = optional_field()
+    skippedUntil: str = optional_field()
+    consecutiveFailures: int = 0
+    lastError: str = optional_field()
+
+
 class Integration(Schema):
     """The Integration response object (spec §2.1)."""
 
@@ -125,6 +135,8 @@ class Integration(Schema):
     primary: bool
     conditions: list[StepFilter] = Field(default_factory=list)
     priority: int = 0
+    # Herald's: the circuit breaker of provider failover (docs/delivery.md#failover).
+    health: IntegrationHealth = optional_field()
     createdAt: str
     updatedAt: str
 
@@ -139,6 +151,8 @@ class CreateIntegrationRequest(RequestSchema):
     check: bool = False
     conditions: list[StepFilter] | None = None
     configurations: Configurations | None = None
+    # Failover order among the channel's active integrations: higher first, after the primary.
+    priority: int | None = Field(default=None, ge=0, le=1_000_000)
 
 
 class UpdateIntegrationRequest(RequestSchema):
@@ -149,3 +163,5 @@ class UpdateIntegrationRequest(RequestSchema):
     check: bool | None = None
     conditions: list[StepFilter] | None = None
     configurations: Configurations | None = None
+    # Failover order among the channel's active integrations: higher first, after the primary.
+    priority: int | None = Field(default=None, ge=0, le=1_000_000)

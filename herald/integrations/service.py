@@ -2,7 +2,10 @@
 
 Primary and priority follow Novu: the primary of a channel is the one that
 delivers email and sms; priorities order the active integrations of a channel
-(the primary highest). Herald lets every channel have a primary.
+(the primary highest). Herald lets every channel have a primary. The order is
+the failover order (docs/delivery.md#failover): the primary first, then the
+others by ``priority``, higher first, which a create or update may set; a
+set-primary, a deactivation or a delete renumbers the channel keeping its order.
 
 What an integration may be (422 with the field named, otherwise):
 
@@ -22,10 +25,11 @@ What an integration may be (422 with the field named, otherwise):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.engine import breaker
 from herald.integrations.repository import IntegrationRepository
 from herald.integrations.schemas import CreateIntegrationRequest, UpdateIntegrationRequest
 from herald.integrations.schemas import Integration as IntegrationSchema
@@ -36,7 +40,7 @@ from herald.kit.ids import short_id
 from herald.kit.schemas import compact
 from herald.kit.text import slugify
 from herald.kit.time import isoformat, utcnow
-from herald.models import Integration
+from herald.models import Integration, IntegrationHealth
 from herald.providers.registry import ALIASES, PROVIDERS, provider_class
 
 # Novu's provider id of its own inbox (InAppProviderIdEnum.Novu).
@@ -97,11 +101,28 @@ def display_name(provider_id: str) -> str:
     return " ".join(part.capitalize() for part in provider_id.replace("_", "-").split("-")) or provider_id
 
 
+async def present(
+    session: AsyncSession, integrations: Sequence[Integration], box: SecretBox, principal: Principal
+) -> list[IntegrationSchema]:
+    """The Integration objects with their ``health`` (the failover breaker's state), as the caller may see them."""
+    health = await IntegrationRepository(session).health_of([integration.id for integration in integrations])
+    return to_schemas(integrations, box, principal, health)
+
+
+async def present_one(session: AsyncSession, integration: Integration, box: SecretBox, principal: Principal) -> IntegrationSchema:
+    return (await present(session, [integration], box, principal))[0]
+
+
 def to_schema(integration: Integration, box: SecretBox, principal: Principal) -> IntegrationSchema:
     return to_schemas([integration], box, principal)[0]
 
 
-def to_schemas(integrations: Sequence[Integration], box: SecretBox, principal: Principal) -> list[IntegrationSchema]:
+def to_schemas(
+    integrations: Sequence[Integration],
+    box: SecretBox,
+    principal: Principal,
+    health: Mapping[str, IntegrationHealth] | None = None,
+) -> list[IntegrationSchema]:
     """The Integration objects as the caller may see them: secrets masked.
 
     Secrets are write-only (``herald.kit.crypto``): the caller's own
@@ -117,7 +138,14 @@ def to_schemas(integrations: Sequence[Integration], box: SecretBox, principal: P
     unreadable: list[str] = []
     for integration in integrations:
         try:
-            shaped.append(_schema(integration, box, own=integration.environment_id == principal.environment_id))
+            shaped.append(
+                _schema(
+                    integration,
+                    box,
+                    own=integration.environment_id == principal.environment_id,
+                    health=(health or {}).get(integration.id),
+                )
+            )
         except SecretKeyMismatch:
             unreadable.append(integration.id)
     if unreadable:
@@ -129,7 +157,7 @@ def to_schemas(integrations: Sequence[Integration], box: SecretBox, principal: P
     return shaped
 
 
-def _schema(integration: Integration, box: SecretBox, *, own: bool) -> IntegrationSchema:
+def _schema(integration: Integration, box: SecretBox, *, own: bool, health: IntegrationHealth | None = None) -> IntegrationSchema:
     return IntegrationSchema.model_validate(
         compact({
             "_id": integration.id,
@@ -148,6 +176,7 @@ def _schema(integration: Integration, box: SecretBox, *, own: bool) -> Integrati
             "primary": integration.primary,
             "conditions": integration.conditions or [],
             "priority": integration.priority,
+            "health": breaker.describe(health, breaker.now()),
             "createdAt": isoformat(integration.created_at),
             "updatedAt": isoformat(integration.updated_at),
         })
@@ -198,19 +227,28 @@ async def create_integration(
     )
     if integration.active and integration.channel in AUTO_PRIMARY_CHANNELS:
         await repository.lock_channel(integration.environment_id, integration.channel)
-        await _place_newly_active(repository, integration, make_primary_if_none=True)
+        await _place_newly_active(repository, integration, make_primary_if_none=True, priority=request.priority)
+    elif request.priority is not None:
+        integration.priority = request.priority
     repository.add(integration)
     await session.flush()
     return integration
 
 
 async def _place_newly_active(
-    repository: IntegrationRepository, integration: Integration, *, make_primary_if_none: bool
+    repository: IntegrationRepository, integration: Integration, *, make_primary_if_none: bool, priority: int | None = None
 ) -> None:
-    """Give an integration that just became active its priority (and primary, if none)."""
+    """Give an integration that just became active its priority (and primary, if none).
+
+    A ``priority`` the request gives is kept as it is: the caller orders the
+    fallbacks (the primary comes first whatever its number).
+    """
     others = [i for i in await repository.active_of_channel(integration.environment_id, integration.channel, for_update=True) if i.id != integration.id]
     highest = others[0] if others else None
-    if highest is not None and highest.primary:
+    if priority is not None:
+        integration.priority = priority
+        integration.primary = make_primary_if_none and not any(other.primary for other in others)
+    elif highest is not None and highest.primary:
         # The primary stays on top; the newcomer takes its old place.
         integration.priority = highest.priority
         highest.priority += 1
@@ -264,12 +302,16 @@ async def update_integration(
         await repository.lock_channel(integration.environment_id, integration.channel)
         integration.active = request.active
         if request.active:
-            await _place_newly_active(repository, integration, make_primary_if_none=False)
+            await _place_newly_active(repository, integration, make_primary_if_none=False, priority=request.priority)
         else:
             integration.primary = False
             integration.priority = 0
             await session.flush()
             await _recalculate_priorities(repository, integration.environment_id, integration.channel)
+    elif request.priority is not None:
+        if integration.active:
+            await repository.lock_channel(integration.environment_id, integration.channel)
+        integration.priority = request.priority
     integration.updated_at = utcnow()
     await session.flush()
     return integration

@@ -23,7 +23,10 @@ from tests.fixtures import peers
 from tests.fixtures.builders import create_integration, create_subscriber, create_workflow
 from tests.fixtures.peers import HttpPeer, SmtpPeer
 
-EMAIL = {"name": "mail", "template": {"type": "email", "subject": "Hi", "content": [{"type": "text", "content": "Order {{payload.order}}"}]}}
+EMAIL = {
+    "name": "mail",
+    "template": {"type": "email", "subject": "Hi", "content": [{"type": "text", "content": "Order {{payload.order}}"}]},
+}
 
 
 @pytest.fixture
@@ -110,22 +113,32 @@ async def integrations_by_identifier(api: httpx.AsyncClient) -> dict[str, dict[s
 
 async def health_row(app: FastAPI, integration_id: str) -> IntegrationHealth | None:
     async with app.state.sessionmaker() as session:
-        return (await session.execute(select(IntegrationHealth).where(IntegrationHealth.integration_id == integration_id))).scalar_one_or_none()
+        return (
+            await session.execute(select(IntegrationHealth).where(IntegrationHealth.integration_id == integration_id))
+        ).scalar_one_or_none()
 
 
 async def test_a_refused_smtp_primary_fails_over_to_the_fallback_and_each_message_goes_once(
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, smtp: SmtpPeer
 ) -> None:
     closed_port = peers.free_port()  # nothing listens there: connections are refused
-    primary = await create_integration(api, providerId="nodemailer", identifier="smtp-down", active=True, credentials=smtp_credentials(closed_port))
-    fallback = await create_integration(api, providerId="nodemailer", identifier="smtp-up", active=True, credentials=smtp_credentials(smtp.port))
+    primary = await create_integration(
+        api, providerId="nodemailer", identifier="smtp-down", active=True, credentials=smtp_credentials(closed_port)
+    )
+    fallback = await create_integration(
+        api, providerId="nodemailer", identifier="smtp-up", active=True, credentials=smtp_credentials(smtp.port)
+    )
     assert primary["primary"] and not fallback["primary"]
     workflow = await create_workflow(api, steps=[EMAIL])
     addresses = [f"user{n}@example.com" for n in range(3)]
     transactions = []
     for address in addresses:
         subscriber = await create_subscriber(api, email=address)
-        transactions.append((await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": address}))["transactionId"])
+        transactions.append(
+            (await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": address}))[
+                "transactionId"
+            ]
+        )
     jobs = await settle(worker, app, transactions)
 
     # Every message delivered once, at the first attempt, through the fallback.
@@ -144,7 +157,10 @@ async def test_a_refused_smtp_primary_fails_over_to_the_fallback_and_each_messag
     shown = (await integrations_by_identifier(api))["smtp-down"]["health"]
     assert shown["status"] == "failing" and shown["consecutiveFailures"] == 3
     assert "skippedUntil" not in shown and shown["failingSince"]
-    assert (await integrations_by_identifier(api))["smtp-up"]["health"] == {"status": "healthy", "consecutiveFailures": 0}
+    assert (await integrations_by_identifier(api))["smtp-up"]["health"] == {
+        "status": "healthy",
+        "consecutiveFailures": 0,
+    }
 
     # A worker running one of the jobs again (its lease ran out) sends nothing twice.
     async with app.state.sessionmaker() as session:
@@ -160,9 +176,21 @@ async def test_an_http_primary_answering_500_fails_over_and_a_400_does_not(
 ) -> None:
     peers.install_resend(peer, api_key="re_ok")
     answers: list[int] = [500]
-    peer.route("POST", "/v3/mail/send", lambda request: peers.status_answer(answers[-1], {"errors": [{"message": f"status {answers[-1]}"}]})(request))
-    await create_integration(api, providerId="sendgrid", identifier="sendgrid-main", active=True, credentials=sendgrid(peer, "SG.main"))
-    await create_integration(api, providerId="resend", identifier="resend-backup", active=True, credentials={"apiKey": "re_ok", "from": "herald@example.com", "baseUrl": peer.url})
+    peer.route(
+        "POST",
+        "/v3/mail/send",
+        lambda request: peers.status_answer(answers[-1], {"errors": [{"message": f"status {answers[-1]}"}]})(request),
+    )
+    await create_integration(
+        api, providerId="sendgrid", identifier="sendgrid-main", active=True, credentials=sendgrid(peer, "SG.main")
+    )
+    await create_integration(
+        api,
+        providerId="resend",
+        identifier="resend-backup",
+        active=True,
+        credentials={"apiKey": "re_ok", "from": "herald@example.com", "baseUrl": peer.url},
+    )
     subscriber = await create_subscriber(api, email="ada@example.com")
     workflow = await create_workflow(api, steps=[EMAIL])
 
@@ -175,7 +203,11 @@ async def test_an_http_primary_answering_500_fails_over_and_a_400_does_not(
     details = await details_of(app, moved["transactionId"])
     [failed] = [d for d in details if "moving on" in d.detail]
     assert failed.provider_id == "sendgrid" and "500" in failed.detail
-    assert failed.raw is not None and failed.raw["integrationIdentifier"] == "sendgrid-main" and failed.raw["failover"] == "transient"
+    assert (
+        failed.raw is not None
+        and failed.raw["integrationIdentifier"] == "sendgrid-main"
+        and failed.raw["failover"] == "transient"
+    )
 
     # A 400 is the request's fault: no other provider would take it either.
     peer.requests.clear()
@@ -185,7 +217,11 @@ async def test_an_http_primary_answering_500_fails_over_and_a_400_does_not(
     assert job.status == "failed" and job.attempts == 1
     assert [r.path for r in peer.requests] == ["/v3/mail/send"]
     [message] = await messages_of(app, tenancy.environment_id, transaction_id=refused["transactionId"])
-    assert message.status == "error" and message.delivery_key == "email:sendgrid-main" and "400" in (message.error_text or "")
+    assert (
+        message.status == "error"
+        and message.delivery_key == "email:sendgrid-main"
+        and "400" in (message.error_text or "")
+    )
     # The permanent failure is not the provider's health: still one failure counted.
     shown = (await integrations_by_identifier(api))["sendgrid-main"]["health"]
     assert shown["consecutiveFailures"] == 1
@@ -195,8 +231,12 @@ async def test_when_every_integration_fails_transiently_the_job_retries_as_befor
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
 ) -> None:
     peer.route("POST", "/v3/mail/send", peers.status_answer(503, {"errors": [{"message": "unavailable"}]}))
-    await create_integration(api, providerId="sendgrid", identifier="one", active=True, credentials=sendgrid(peer, "SG.1"))
-    await create_integration(api, providerId="sendgrid", identifier="two", active=True, credentials=sendgrid(peer, "SG.2"))
+    await create_integration(
+        api, providerId="sendgrid", identifier="one", active=True, credentials=sendgrid(peer, "SG.1")
+    )
+    await create_integration(
+        api, providerId="sendgrid", identifier="two", active=True, credentials=sendgrid(peer, "SG.2")
+    )
     subscriber = await create_subscriber(api, email="ada@example.com")
     workflow = await create_workflow(api, steps=[EMAIL])
     result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "C"})
@@ -206,13 +246,20 @@ async def test_when_every_integration_fails_transiently_the_job_retries_as_befor
     keys = [r.headers.get("authorization") for r in peer.requests_to("/v3/mail/send")]
     assert keys.count("Bearer SG.1") == job.max_attempts and keys.count("Bearer SG.2") == job.max_attempts
     details = [d.detail for d in await details_of(app, result["transactionId"])]
-    assert sum("Every active email integration failed" in d and "will retry" in d for d in details) == job.max_attempts - 1
+    assert (
+        sum("Every active email integration failed" in d and "will retry" in d for d in details) == job.max_attempts - 1
+    )
     [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
     assert message.status == "error" and "one:" in (message.error_text or "") and "two:" in (message.error_text or "")
 
 
 async def test_the_breaker_opens_skips_lets_one_message_probe_and_closes(
-    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, breaker_worker: Worker, peer: HttpPeer, clock: list[timedelta]
+    api: httpx.AsyncClient,
+    app: FastAPI,
+    tenancy: Tenancy,
+    breaker_worker: Worker,
+    peer: HttpPeer,
+    clock: list[timedelta],
 ) -> None:
     peers.install_resend(peer, api_key="re_ok")
     primary_answers: list[int] = [500]
@@ -223,13 +270,26 @@ async def test_the_breaker_opens_skips_lets_one_message_probe_and_closes(
         return peers.status_answer(primary_answers[-1], {"errors": [{"message": "down"}]})(request)
 
     peer.route("POST", "/v3/mail/send", primary)
-    main = await create_integration(api, providerId="sendgrid", identifier="main", active=True, credentials=sendgrid(peer, "SG.main"))
-    await create_integration(api, providerId="resend", identifier="backup", active=True, credentials={"apiKey": "re_ok", "from": "herald@example.com", "baseUrl": peer.url})
+    main = await create_integration(
+        api, providerId="sendgrid", identifier="main", active=True, credentials=sendgrid(peer, "SG.main")
+    )
+    await create_integration(
+        api,
+        providerId="resend",
+        identifier="backup",
+        active=True,
+        credentials={"apiKey": "re_ok", "from": "herald@example.com", "baseUrl": peer.url},
+    )
     workflow = await create_workflow(api, steps=[EMAIL])
     subscriber = await create_subscriber(api, email="ada@example.com")
 
     async def send(count: int) -> list[str]:
-        ids = [(await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": str(n)}))["transactionId"] for n in range(count)]
+        ids = [
+            (await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": str(n)}))[
+                "transactionId"
+            ]
+            for n in range(count)
+        ]
         jobs = await settle(breaker_worker, app, ids)
         assert [j.status for j in jobs] == ["completed"] * count
         return ids
@@ -257,7 +317,9 @@ async def test_the_breaker_opens_skips_lets_one_message_probe_and_closes(
     assert skip.status == "Warning" and "circuit breaker is open until" in skip.detail
     feed = await api.get("/v1/notifications", params={"transactionId": skipping})
     assert feed.status_code == 200
-    feed_details = [d["detail"] for n in feed.json()["data"] for j in n.get("jobs", []) for d in j.get("executionDetails", [])]
+    feed_details = [
+        d["detail"] for n in feed.json()["data"] for j in n.get("jobs", []) for d in j.get("executionDetails", [])
+    ]
     assert any(d.startswith("Skipped main") for d in feed_details), feed_details
 
     # After the cool-down: half-open. Of three messages at once, one probes; its failure opens the breaker again.
@@ -295,15 +357,23 @@ async def test_priorities_set_through_the_routes_order_the_fallbacks(
         return peers.status_answer(202, None, {"X-Message-Id": f"id-{key}"})(request)
 
     peer.route("POST", "/v3/mail/send", answer)
-    primary = await create_integration(api, providerId="sendgrid", identifier="primary", active=True, credentials=sendgrid(peer, "SG.primary"))
-    low = await create_integration(api, providerId="sendgrid", identifier="low", active=True, priority=5, credentials=sendgrid(peer, "SG.low"))
-    high = await create_integration(api, providerId="sendgrid", identifier="high", active=True, priority=50, credentials=sendgrid(peer, "SG.high"))
+    primary = await create_integration(
+        api, providerId="sendgrid", identifier="primary", active=True, credentials=sendgrid(peer, "SG.primary")
+    )
+    low = await create_integration(
+        api, providerId="sendgrid", identifier="low", active=True, priority=5, credentials=sendgrid(peer, "SG.low")
+    )
+    high = await create_integration(
+        api, providerId="sendgrid", identifier="high", active=True, priority=50, credentials=sendgrid(peer, "SG.high")
+    )
     assert (primary["primary"], low["priority"], high["priority"]) == (True, 5, 50)
     subscriber = await create_subscriber(api, email="ada@example.com")
     workflow = await create_workflow(api, steps=[EMAIL])
 
     def keys_asked() -> list[str]:
-        return [(r.headers.get("authorization") or "").removeprefix("Bearer ") for r in peer.requests_to("/v3/mail/send")]
+        return [
+            (r.headers.get("authorization") or "").removeprefix("Bearer ") for r in peer.requests_to("/v3/mail/send")
+        ]
 
     first = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "1"})
     await settle(worker, app, [first["transactionId"]])
@@ -344,16 +414,39 @@ async def test_an_override_picks_the_first_integration_and_failover_goes_on_in_p
         return peers.status_answer(202, None, {"X-Message-Id": f"id-{key}"})(request)
 
     peer.route("POST", "/v3/mail/send", answer)
-    await create_integration(api, providerId="sendgrid", identifier="primary", active=True, credentials=sendgrid(peer, "SG.primary"))
-    await create_integration(api, providerId="sendgrid", identifier="second", active=True, priority=10, credentials=sendgrid(peer, "SG.second"))
-    await create_integration(api, providerId="sendgrid", identifier="chosen", active=True, priority=1, credentials=sendgrid(peer, "SG.chosen"))
+    await create_integration(
+        api, providerId="sendgrid", identifier="primary", active=True, credentials=sendgrid(peer, "SG.primary")
+    )
+    await create_integration(
+        api,
+        providerId="sendgrid",
+        identifier="second",
+        active=True,
+        priority=10,
+        credentials=sendgrid(peer, "SG.second"),
+    )
+    await create_integration(
+        api,
+        providerId="sendgrid",
+        identifier="chosen",
+        active=True,
+        priority=1,
+        credentials=sendgrid(peer, "SG.chosen"),
+    )
     subscriber = await create_subscriber(api, email="ada@example.com")
     workflow = await create_workflow(api, steps=[EMAIL])
     result = await trigger(
-        api, name_of(workflow), subscriber["subscriberId"], payload={"order": "1"}, overrides={"email": {"integrationIdentifier": "chosen"}}
+        api,
+        name_of(workflow),
+        subscriber["subscriberId"],
+        payload={"order": "1"},
+        overrides={"email": {"integrationIdentifier": "chosen"}},
     )
     [job] = await settle(worker, app, [result["transactionId"]])
     assert job.status == "completed"
-    assert [(r.headers.get("authorization") or "") for r in peer.requests_to("/v3/mail/send")] == ["Bearer SG.chosen", "Bearer SG.primary"]
+    assert [(r.headers.get("authorization") or "") for r in peer.requests_to("/v3/mail/send")] == [
+        "Bearer SG.chosen",
+        "Bearer SG.primary",
+    ]
     [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
     assert message.delivery_key == "email:primary" and message.status == "sent"

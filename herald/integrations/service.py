@@ -176,11 +176,19 @@ def _schema(integration: Integration, box: SecretBox, *, own: bool, health: Inte
             "primary": integration.primary,
             "conditions": integration.conditions or [],
             "priority": integration.priority,
-            "health": breaker.describe(health, breaker.now()),
+            "health": _health(health, own=own),
             "createdAt": isoformat(integration.created_at),
             "updatedAt": isoformat(integration.updated_at),
         })
     )
+
+
+def _health(health: IntegrationHealth | None, *, own: bool) -> dict[str, object]:
+    """The breaker's state; its last error (a provider's words) only to the integration's own environment."""
+    shown = breaker.describe(health, breaker.now())
+    if not own:
+        shown.pop("lastError", None)
+    return shown
 
 
 def _dump(model: object | None) -> dict | None:

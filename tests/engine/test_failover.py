@@ -450,3 +450,62 @@ async def test_an_override_picks_the_first_integration_and_failover_goes_on_in_p
     ]
     [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
     assert message.delivery_key == "email:primary" and message.status == "sent"
+
+
+async def test_two_workers_let_one_message_probe_a_half_open_integration(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, peer: HttpPeer
+) -> None:
+    peers.install_resend(peer, api_key="re_ok")
+    peer.route("POST", "/v3/mail/send", peers.status_answer(503, {"errors": [{"message": "still down"}]}))
+    main = await create_integration(
+        api, providerId="sendgrid", identifier="main", active=True, credentials=sendgrid(peer, "SG.main")
+    )
+    await create_integration(
+        api,
+        providerId="resend",
+        identifier="backup",
+        active=True,
+        credentials={"apiKey": "re_ok", "from": "herald@example.com", "baseUrl": peer.url},
+    )
+    # Its breaker opened a while ago and the cool-down is over: half-open.
+    opened = breaker.now() - timedelta(seconds=40)
+    async with app.state.sessionmaker() as session, session.begin():
+        session.add(
+            IntegrationHealth(
+                integration_id=main["_id"],
+                environment_id=tenancy.environment_id,
+                failures=5,
+                window_started_at=opened,
+                consecutive_failures=5,
+                failing_since=opened,
+                skipped_until=opened + timedelta(seconds=30),
+            )
+        )
+    workflow = await create_workflow(api, steps=[EMAIL])
+    ids = []
+    for n in range(6):
+        subscriber = await create_subscriber(api, email=f"p{n}@example.com")
+        ids.append(
+            (await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": str(n)}))[
+                "transactionId"
+            ]
+        )
+    first, second = await _worker(app), await _worker(app)
+    try:
+        for _ in range(40):
+            await asyncio.gather(first.run_until_idle(), second.run_until_idle())
+            jobs = [j for t in ids for j in await jobs_of(app, t) if j.kind == "step"]
+            if all(j.status == "completed" for j in jobs):
+                break
+            await asyncio.sleep(0.03)
+    finally:
+        for worker in (first, second):
+            if worker.http is not None:
+                await worker.http.aclose()
+    assert [j.status for j in jobs] == ["completed"] * 6
+    assert len(peer.requests_to("/v3/mail/send")) == 1
+    assert len(peer.requests_to("/emails")) == 6
+    details = [d.detail for t in ids for d in await details_of(app, t)]
+    assert sum(d.startswith("Probing main") for d in details) == 1
+    row = await health_row(app, main["_id"])
+    assert row is not None and row.consecutive_failures == 6 and row.skipped_until > breaker.now()

@@ -62,7 +62,7 @@ class IntegrationRepository:
         await lock_for_transaction(self.session, f"integrations:{environment_id}:{channel}")
 
     async def active_of_channel(self, environment_id: str, channel: str, *, for_update: bool = False) -> Sequence[Integration]:
-        """Active integrations of a channel, highest priority first."""
+        """Active integrations of a channel in failover order: the primary, then highest priority first."""
         query = (
             select(Integration)
             .where(
@@ -71,7 +71,7 @@ class IntegrationRepository:
                 Integration.active.is_(True),
                 Integration.deleted.is_(False),
             )
-            .order_by(Integration.priority.desc(), Integration.created_at.desc())
+            .order_by(Integration.primary.desc(), Integration.priority.desc(), Integration.created_at.desc())
         )
         if for_update:
             query = query.with_for_update()

@@ -62,3 +62,22 @@ async def test_health_of_a_skipped_integration_validates_in_the_sdk_model(
         assert health["skippedUntil"] > health["failingSince"]
         assert health["lastError"] == "sendgrid: 503 unavailable"
         IntegrationResponseDto.model_validate(shown)
+
+
+async def test_renumbering_keeps_the_primary_first_and_the_fallbacks_in_their_order(api: httpx.AsyncClient) -> None:
+    primary = await create_integration(api, active=True, credentials={"apiKey": "SG.1", "from": "a@example.com"})
+    high = await create_integration(
+        api, active=True, priority=50, credentials={"apiKey": "SG.2", "from": "a@example.com"}
+    )
+    low = await create_integration(
+        api, active=True, priority=10, credentials={"apiKey": "SG.3", "from": "a@example.com"}
+    )
+    gone = await create_integration(
+        api, active=True, priority=30, credentials={"apiKey": "SG.4", "from": "a@example.com"}
+    )
+    deactivated = await api.put(f"/v1/integrations/{gone['_id']}", json={"active": False})
+    assert deactivated.status_code == 200
+    listed = {item["_id"]: item for item in (await api.get("/v1/integrations")).json()["data"]}
+    order = sorted((listed[i["_id"]] for i in (primary, high, low)), key=lambda item: -item["priority"])
+    assert [item["_id"] for item in order] == [primary["_id"], high["_id"], low["_id"]]
+    assert listed[primary["_id"]]["primary"] and listed[gone["_id"]]["priority"] == 0

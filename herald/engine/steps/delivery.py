@@ -8,6 +8,12 @@ is written: should writing the job's outcome fail afterwards (a database error,
 a lost lease), the retry finds the delivery recorded and does not send it
 again. A delivery that failed for good (a permanent error) is not sent again
 either when another delivery of the same job is retried.
+
+Email and sms fail over (``deliver_with_failover``): the chosen integration
+first, then the channel's other active integrations in priority order, each
+behind its circuit breaker (``herald.engine.breaker``); the first that accepts
+stores the one message of the step. Chat and push send to each subscriber
+channel entry through that entry's own provider (``deliver``).
 """
 
 from __future__ import annotations

@@ -509,3 +509,34 @@ async def test_two_workers_let_one_message_probe_a_half_open_integration(
     assert sum(d.startswith("Probing main") for d in details) == 1
     row = await health_row(app, main["_id"])
     assert row is not None and row.consecutive_failures == 6 and row.skipped_until > breaker.now()
+
+
+async def test_sms_fails_over_too(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    peers.install_twilio(peer, account_sid="AC1", token="tok")
+    peer.route("POST", "/2010-04-01/Accounts/AC9/Messages.json", peers.status_answer(502, {"message": "bad gateway"}))
+    await create_integration(
+        api,
+        providerId="twilio",
+        channel="sms",
+        identifier="sms-down",
+        active=True,
+        credentials={"accountSid": "AC9", "token": "tok", "from": "+100", "baseUrl": peer.url},
+    )
+    await create_integration(
+        api,
+        providerId="twilio",
+        channel="sms",
+        identifier="sms-up",
+        active=True,
+        credentials={"accountSid": "AC1", "token": "tok", "from": "+100", "baseUrl": peer.url},
+    )
+    subscriber = await create_subscriber(api, phone="+15550002")
+    workflow = await create_workflow(api, steps=[{"name": "text", "template": {"type": "sms", "content": "Hi"}}])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"])
+    [job] = await settle(worker, app, [result["transactionId"]])
+    assert job.status == "completed" and job.attempts == 1
+    assert [r.path.split("/")[3] for r in peer.requests] == ["AC9", "AC1"]
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert (message.status, message.delivery_key, message.phone) == ("sent", "sms:sms-up", "+15550002")

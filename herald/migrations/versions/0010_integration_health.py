@@ -1,6 +1,6 @@
 """integration health: the circuit breaker of provider failover
 
-Revision ID: 0016
+Revision ID: 0010
 Revises: 0009
 Create Date: 2026-11-25
 
@@ -17,7 +17,7 @@ from alembic import op
 
 import herald.models.base
 
-revision = '0016'
+revision = '0010'
 down_revision = '0009'
 branch_labels = None
 depends_on = None

@@ -57,11 +57,12 @@ def _routers() -> list[APIRouter]:
     from herald.subscribers.routes import router as subscribers
     from herald.tenants.routes import router as tenants
     from herald.topics.routes import router as topics
+    from herald.translations.routes import router as translations
     from herald.workflows.routes import router as workflows
 
     # Routes are matched in order, every route of every router before the right one
     # is tried: the trigger routes, the hot path, come first.
-    return [events, health, integrations, workflows, subscribers, preferences, topics, tenants, messages, notifications, inbox, subscriber_notifications]
+    return [events, health, integrations, workflows, subscribers, preferences, topics, tenants, messages, notifications, inbox, subscriber_notifications, translations]
 
 
 class HeraldApp(FastAPI):

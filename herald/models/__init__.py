@@ -8,6 +8,7 @@ from herald.models.message import IdempotencyRecord, Message
 from herald.models.organization import ApiKey, Environment, NotificationGroup, Organization
 from herald.models.preference import SubscriberPreference
 from herald.models.subscriber import Subscriber, Tenant, Topic, TopicSubscriber
+from herald.models.translation import Translation, TranslationLocales
 from herald.models.workflow import Workflow
 
 __all__ = [
@@ -29,5 +30,7 @@ __all__ = [
     "Tenant",
     "Topic",
     "TopicSubscriber",
+    "Translation",
+    "TranslationLocales",
     "Workflow",
 ]

@@ -71,6 +71,7 @@ def _events_by_id(dialect: str) -> Select[Any]:
         .options(
             with_expression(Event.workflow_critical, Workflow.critical),
             with_expression(Event.workflow_preference_settings, Workflow.preference_settings),
+            with_expression(Event.workflow_translation_enabled, Workflow.is_translation_enabled),
         )
         .where(any_of_parameter(dialect, Event.id, "ids"))
     )

@@ -39,6 +39,7 @@ from herald.kit.db import without_transaction
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
 from herald.models import Event, Job, Message, Subscriber
+from herald.translations.render import apply_translations
 
 logger = logging.getLogger("herald.engine")
 
@@ -237,6 +238,7 @@ class JobRunner:
             job = queue.job_from_row({**first, "status": "running", "locked_by": self.worker_id, "attempts": 1})
             contexts.append((self._context(job, event, subscriber, await _tenant_of(repository, event, tenants), None), rows))
         await _read_preferences(repository, [ctx for ctx, _ in contexts])
+        await apply_translations(repository.session, [ctx for ctx, _ in contexts])
         for ctx, rows in contexts:
             first, job = rows[0], ctx.job
             try:
@@ -406,6 +408,7 @@ class JobRunner:
                     digest = await repository.digest_result_before(job.notification_id or "", job.step_index or 0)
                 contexts.append(self._context(job, event, subscriber, await _tenant_of(repository, event, tenants), digest))
             await _read_preferences(repository, contexts)
+            await apply_translations(session, contexts)
         for job, reason in orphans:
             await self._guarded(job, partial(self._fail_orphan, job, reason))
         return contexts

@@ -47,6 +47,8 @@ class Event(IdMixin, EnvironmentScopedMixin, Base):
     # (engine/repository.py); None elsewhere.
     workflow_critical: Mapped[bool | None] = query_expression()
     workflow_preference_settings: Mapped[dict[str, Any] | None] = query_expression()
+    # The workflow's isTranslationEnabled, read with the event likewise (herald/translations/render.py).
+    workflow_translation_enabled: Mapped[bool | None] = query_expression()
 
 
 class Notification(IdMixin, EnvironmentScopedMixin, Base):

@@ -46,9 +46,13 @@ def parse_form(content_type: str | None, body: bytes) -> Form:
         if not isinstance(part, Message):
             continue
         name = part.get_param("name", header="content-disposition")
+        if isinstance(name, tuple):  # an RFC 2231 value: (charset, language, text)
+            name = name[2]
         if not isinstance(name, str):
             continue
         filename = part.get_filename()
+        if filename is not None:  # named in answers (errors): text that encodes, whatever the header held
+            filename = str(filename).encode("utf-8", "replace").decode("utf-8")
         raw = part.get_payload(decode=True)
         data = raw if isinstance(raw, bytes) else b""
         if filename is None:

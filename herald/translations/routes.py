@@ -50,9 +50,7 @@ async def upload_translations(
 ) -> DataResponse[UploadTranslationsResponse]:
     """multipart/form-data: ``resourceId``, ``resourceType`` and one file per locale named ``<locale>.json``."""
     form = parse_form(request.headers.get("content-type"), await request.body())
-    resource_id = form.fields.get("resourceId", "").strip()
-    if not resource_id:
-        raise ValidationFailed.field("resourceId", "resourceId should not be null or undefined")
+    resource_id = service.check_resource_id(form.fields.get("resourceId", "").strip())
     raw_type = form.fields.get("resourceType", "")
     try:
         resource_type = ResourceType(raw_type)

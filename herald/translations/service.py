@@ -69,6 +69,8 @@ def _content_problem(content: Any, depth: int = 1) -> str | None:
     for key, value in content.items():
         if not isinstance(key, str) or not key.strip():
             return "has an empty key"
+        if not _storable(key) or (isinstance(value, str) and not _storable(value)):
+            return f"has a NUL character or an unpaired surrogate under {key!r}"
         if isinstance(value, dict):
             problem = _content_problem(value, depth + 1)
             if problem is not None:
@@ -76,6 +78,38 @@ def _content_problem(content: Any, depth: int = 1) -> str | None:
         elif value is not None and not isinstance(value, (str, int, float, bool)):
             return f"has a value under {key!r} that is neither text nor an object of keys"
     return None
+
+
+def _storable(text: str) -> bool:
+    """Text both stores keep: PostgreSQL's JSONB refuses NUL, and UTF-8 has no unpaired surrogates.
+    (JSON request bodies are checked by the request guard; uploaded files come here unchecked.)"""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+MAX_RESOURCE_ID_CHARS = 300
+
+
+def usable_resource_id(resource_id: Any) -> bool:
+    return (
+        isinstance(resource_id, str)
+        and 0 < len(resource_id) <= MAX_RESOURCE_ID_CHARS
+        and bool(resource_id.strip())
+        and _storable(resource_id)
+    )
+
+
+def check_resource_id(resource_id: Any, field: str = "resourceId") -> str:
+    if not usable_resource_id(resource_id):
+        raise ValidationFailed.field(
+            field, f"{field} must be a workflow identifier of 1 to {MAX_RESOURCE_ID_CHARS} characters", resource_id
+        )
+    return resource_id
 
 
 def check_content(content: Any, field: str = "content") -> dict[str, Any]:
@@ -377,12 +411,15 @@ async def import_master_json(
             raise ValidationFailed.field(f"masterJson.{name}", f"masterJson.{name} must be an object of resource ids")
     repository = TranslationRepository(session)
     workflow_section: dict[str, Any] = sections["workflow"] or {}
-    found = await repository.workflows(principal.environment_id, list(workflow_section))
+    found = await repository.workflows(principal.environment_id, [i for i in workflow_section if usable_resource_id(i)])
     successful: list[str] = []
     failed: list[str] = []
     for resource_type, section in sections.items():
         for resource_id, content in (section or {}).items():
             stored_id = resource_id
+            if not usable_resource_id(resource_id):
+                failed.append(resource_id.encode("utf-8", "replace").decode("utf-8"))  # answerable as JSON
+                continue
             if resource_type == ResourceType.WORKFLOW:
                 workflow = found.get(resource_id)
                 if workflow is None:

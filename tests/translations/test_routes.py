@@ -288,3 +288,37 @@ async def test_master_json_upload(app: FastAPI, api: httpx.AsyncClient, tenancy:
         "/v2/translations/master-json/upload", files={"file": ("master.json", master, "application/json")}
     )
     assert_error(badly_named, 400)
+
+
+async def test_uploaded_text_either_store_cannot_keep_is_refused(
+    app: FastAPI, api: httpx.AsyncClient, tenancy: Tenancy
+) -> None:
+    workflow = await translated_workflow(app, api, tenancy.environment_id)
+    identifier = workflow["triggers"][0]["identifier"]
+    for raw in (b'{"k": "nul \\u0000"}', b'{"k": "lone \\udfff"}', b'{"\\u0000": "v"}'):
+        # The request guard refuses a NUL anywhere in a body (422); the rest fail as files (400).
+        refused = await upload(api, identifier, {"en_US.json": raw})
+        assert refused.status_code in (400, 422), refused.text
+        assert refused.json()["statusCode"] == refused.status_code
+    master = json.dumps({"layouts": {"x" * 301: {"k": "v"}, "lone\udfff": {"k": "v"}, "ok-layout": {"k": "v"}}}).encode()
+    response = await api.post(
+        "/v2/translations/master-json/upload", files={"file": ("en_US.json", master, "application/json")}
+    )
+    assert response.status_code == 200, response.text
+    result = response.json()["data"]
+    assert result["successful"] == ["ok-layout"] and len(result["failed"]) == 2
+    assert_error(
+        await api.post(
+            "/v2/translations/upload",
+            data={"resourceId": "x" * 301, "resourceType": "workflow"},
+            files=[("files", ("en_US.json", b"{}", "application/json"))],
+        ),
+        422,
+    )
+    async with app.state.sessionmaker() as session:
+        rows = (
+            (await session.execute(select(Translation).where(Translation.environment_id == tenancy.environment_id)))
+            .scalars()
+            .all()
+        )
+    assert [(row.resource_type, row.resource_id) for row in rows] == [("layout", "ok-layout")]

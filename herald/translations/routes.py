@@ -31,6 +31,35 @@ LocalePath = Annotated[str, Path(description="A locale in the format language_RE
 
 router = APIRouter(tags=["Translations"], responses=ERROR_RESPONSES)
 
+# The multipart bodies, read by hand (herald/translations/multipart.py), described for the document.
+_FILE = {"type": "string", "format": "binary", "description": "A JSON file named <locale>.json, e.g. en_US.json"}
+UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["resourceId", "resourceType", "files"],
+                    "properties": {
+                        "resourceId": {"type": "string", "description": "The workflow's identifier"},
+                        "resourceType": {"type": "string", "enum": ["workflow", "layout"]},
+                        "files": {"type": "array", "items": _FILE},
+                    },
+                }
+            }
+        },
+    }
+}
+MASTER_UPLOAD_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {"schema": {"type": "object", "required": ["file"], "properties": {"file": _FILE}}}
+        },
+    }
+}
+
 
 @router.post("/v2/translations", response_model=DataResponse[TranslationResponse], summary="Create a translation")
 async def create_translation(
@@ -44,6 +73,7 @@ async def create_translation(
     "/v2/translations/upload",
     response_model=DataResponse[UploadTranslationsResponse],
     summary="Upload translation files",
+    openapi_extra=UPLOAD_BODY,
 )
 async def upload_translations(
     request: Request, session: SessionDep, principal: PrincipalDep
@@ -90,6 +120,7 @@ async def import_master_json(
     "/v2/translations/master-json/upload",
     response_model=DataResponse[ImportMasterJsonResponse],
     summary="Upload master translations JSON file",
+    openapi_extra=MASTER_UPLOAD_BODY,
 )
 async def upload_master_json(
     request: Request, session: SessionDep, principal: PrincipalDep

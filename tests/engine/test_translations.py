@@ -113,7 +113,7 @@ async def test_a_workflow_without_translations_reads_none(
 
     assert await statements_while(app, run_translated(), reads_translations) != []
     messages = await messages_of(app, tenancy.environment_id, template_identifier=name_of(workflow))
-    # Translations off: t is an unknown variable, which renders as nothing (as any unknown variable).
+    # Translations off: {{t.key}} is payload.t.key as before (bare names are payload keys): nothing here.
     assert sorted(m.content for m in messages) == [" | ", " |  | "]
 
 

@@ -128,3 +128,24 @@ def test_lookup_reads_nested_flat_and_mixed_keys() -> None:
     text = "{{t.a.b}} {{ t.a.x }} {{t.nope}} {{payload.t.a.b}} {{ subscriber.firstName }}"
     assert translate_text(text, [keys]) == "nested flat nope {{payload.t.a.b}} {{ subscriber.firstName }}"
     assert translate_text("{{t.a.b}}", [{"a.b": "first"}, keys]) == "first"
+
+
+async def test_a_translation_renders_within_the_render_limits(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    # A translation is template source: one past a limit fails its step for good, and the limit is named.
+    loops = "{% for i in (1..6000) %}{% endfor %}{% for i in (1..6000) %}{% endfor %}"
+    steps = [
+        {"name": "bomb", "template": {"type": "in_app", "content": "{{t.bomb}}"}},
+        {"name": "after", "template": {"type": "in_app", "content": "{{t.after}}"}},
+    ]
+    workflow = await translated_workflow(app, api, tenancy.environment_id, steps=steps)
+    await _translate(api, name_of(workflow), "en_US", {"bomb": loops, "after": "still delivered"})
+    recipient = await create_subscriber(api)
+    result = await trigger(api, name_of(workflow), recipient["subscriberId"], payload={})
+    bomb, after = await settle(worker, app, result["transactionId"])
+    assert (bomb.status, bomb.attempts) == ("failed", 1)
+    assert "loop iteration limit of 10,000 reached (render limit)" in (bomb.error_text or "")
+    assert after.status == "completed"
+    [inbox] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"], channel="in_app")
+    assert inbox.content == "still delivered"

@@ -46,7 +46,7 @@ class Workflow(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     # Variables found in the step templates, as Novu's triggers[0].variables.
     variables: Mapped[list[Any]] = mapped_column(default=list)
     subscriber_variables: Mapped[list[Any]] = mapped_column(default=list)
-    # Novu's isTranslationEnabled: steps render with the subscriber's locale's keys ({{t.key}}) (migration 0015).
+    # Novu's isTranslationEnabled: steps render with the subscriber's locale's keys ({{t.key}}) (migration 0011).
     is_translation_enabled: Mapped[bool] = mapped_column(default=False, server_default=false())
     deleted: Mapped[bool] = mapped_column(default=False, server_default=false())
     deleted_at: Mapped[datetime | None] = mapped_column(default=None)

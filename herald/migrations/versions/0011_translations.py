@@ -1,7 +1,7 @@
 """translations
 
-Revision ID: 0015
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-11-25
 
 ``translations`` holds Novu's translations: one row per (environment, resource
@@ -20,8 +20,8 @@ from sqlalchemy.dialects import postgresql
 
 import herald.models.base
 
-revision = '0015'
-down_revision = '0009'
+revision = '0011'
+down_revision = '0010'
 branch_labels = None
 depends_on = None
 

@@ -30,6 +30,7 @@ from herald.models import Workflow
 from herald.subscribers.schemas import CreateSubscriberRequest
 from herald.tenants.repository import TenantRepository
 from herald.topics.repository import TopicRepository
+from herald.workflows.payload import PayloadValidationError, checked_payload
 from herald.workflows.repository import TriggerTarget, WorkflowRepository
 
 DUPLICATE_TRANSACTION = (
@@ -295,6 +296,9 @@ def _judge(trigger: Trigger, found: _Lookups) -> TriggerResult | _Accepted:
     workflow = found.workflows.get((principal.environment_id, request.name))
     if workflow is None:
         raise UnprocessableError("workflow_not_found")
+    payload = request.payload
+    if workflow.payload_schema is not None:
+        payload = checked_payload(workflow.payload_schema, payload)
     transaction_id = request.transactionId or new_transaction_id()
     actor = _sealed_channels(trigger.box, normalize_actor(request.actor))
     tenant = normalize_tenant(request.tenant)
@@ -335,7 +339,7 @@ def _judge(trigger: Trigger, found: _Lookups) -> TriggerResult | _Accepted:
         "steps": workflow.steps,
         "recipients": recipients.accepted,
         "rejected_recipients": _jsonable(recipients.rejected),
-        "payload": request.payload,
+        "payload": payload,
         "overrides": request.overrides,
         "actor": actor,
         "tenant": tenant,
@@ -367,7 +371,7 @@ async def record_triggers(
     for trigger in triggers:
         try:
             outcomes.append(_judge(trigger, found))
-        except (UnprocessableError, ValidationFailed) as exc:
+        except (UnprocessableError, ValidationFailed, PayloadValidationError) as exc:
             outcomes.append(exc)
     accepted = [outcome for outcome in outcomes if isinstance(outcome, _Accepted)]
     try:
@@ -456,7 +460,7 @@ async def trigger_bulk(
     for request, outcome in zip(requests, outcomes, strict=True):
         if isinstance(outcome, ValidationFailed):
             outcome = TriggerResult(True, "error", request.transactionId or new_transaction_id(), [_describe(outcome)])
-        elif isinstance(outcome, UnprocessableError):
+        elif isinstance(outcome, (UnprocessableError, PayloadValidationError)):
             outcome = TriggerResult(True, "error", request.transactionId or new_transaction_id(), [outcome.message])
         results.append(outcome)
     return results

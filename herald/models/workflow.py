@@ -46,6 +46,10 @@ class Workflow(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     # Variables found in the step templates, as Novu's triggers[0].variables.
     variables: Mapped[list[Any]] = mapped_column(default=list)
     subscriber_variables: Mapped[list[Any]] = mapped_column(default=list)
+    # Novu v2 (migration 0012): a trigger's payload is checked against
+    # payload_schema only when validate_payload is on.
+    validate_payload: Mapped[bool] = mapped_column(default=False, server_default=false())
+    payload_schema: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     # Novu's isTranslationEnabled: steps render with the subscriber's locale's keys ({{t.key}}) (migration 0011).
     is_translation_enabled: Mapped[bool] = mapped_column(default=False, server_default=false())
     deleted: Mapped[bool] = mapped_column(default=False, server_default=false())

@@ -7,7 +7,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import bindparam, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.models import NotificationGroup, Workflow
+from herald.models import Environment, NotificationGroup, Workflow
 
 
 class TriggerTarget(NamedTuple):
@@ -20,11 +20,20 @@ class TriggerTarget(NamedTuple):
     # Every change to a workflow moves it (the ORM's onupdate): a cached target
     # is checked against it (herald/events/targets.py).
     updated_at: datetime
+    # The JSON schema a trigger's payload must match: set only when the
+    # workflow's validatePayload is on (herald/workflows/payload.py).
+    payload_schema: dict[str, Any] | None = None
 
 
 _WORKFLOWS = Workflow.__table__
 _TRIGGER_TARGETS = select(
-    _WORKFLOWS.c.id, _WORKFLOWS.c.trigger_identifier, _WORKFLOWS.c.active, _WORKFLOWS.c.steps, _WORKFLOWS.c.updated_at
+    _WORKFLOWS.c.id,
+    _WORKFLOWS.c.trigger_identifier,
+    _WORKFLOWS.c.active,
+    _WORKFLOWS.c.steps,
+    _WORKFLOWS.c.updated_at,
+    _WORKFLOWS.c.validate_payload,
+    _WORKFLOWS.c.payload_schema,
 ).where(
     _WORKFLOWS.c.environment_id == bindparam("environment_id"),
     _WORKFLOWS.c.trigger_identifier.in_(bindparam("identifiers", expanding=True)),
@@ -52,7 +61,10 @@ class WorkflowRepository:
         result = await connection.execute(
             _TRIGGER_TARGETS, {"environment_id": environment_id, "identifiers": list(identifiers)}
         )
-        return [TriggerTarget(*row) for row in result.all()]
+        return [
+            TriggerTarget(id, identifier, active, steps, updated_at, schema if validate and schema else None)
+            for id, identifier, active, steps, updated_at, validate, schema in result.all()
+        ]
 
     async def get(self, environment_id: str, workflow_id: str) -> Workflow | None:
         result = await self.session.execute(
@@ -63,6 +75,46 @@ class WorkflowRepository:
             )
         )
         return result.scalar_one_or_none()
+
+    async def get_by_identifier(self, environment_id: str, identifier: str) -> Workflow | None:
+        result = await self.session.execute(
+            select(Workflow).where(
+                Workflow.environment_id == environment_id,
+                Workflow.trigger_identifier == identifier,
+                Workflow.deleted.is_(False),
+            )
+        )
+        return result.scalar_one_or_none()
+
+    async def environment_of_organization(self, organization_id: str, environment_id: str) -> Environment | None:
+        """The environment, when it belongs to the organization (a workflow is synced only within one)."""
+        result = await self.session.execute(
+            select(Environment).where(Environment.id == environment_id, Environment.organization_id == organization_id)
+        )
+        return result.scalar_one_or_none()
+
+    async def search(
+        self, environment_id: str, *, search: str | None, active: bool | None, order_by: str, descending: bool
+    ) -> Sequence[Workflow]:
+        """Every workflow of the environment that matches, in order (Novu v2's search, before tags and paging).
+
+        ``search`` matches part of the name or the trigger identifier, ignoring case.
+        """
+        conditions = [Workflow.environment_id == environment_id, Workflow.deleted.is_(False)]
+        if search:
+            needle = search.lower()
+            conditions.append(
+                or_(
+                    func.lower(Workflow.name).contains(needle, autoescape=True),
+                    func.lower(Workflow.trigger_identifier).contains(needle, autoescape=True),
+                )
+            )
+        if active is not None:
+            conditions.append(Workflow.active.is_(active))
+        column = {"name": Workflow.name, "updatedAt": Workflow.updated_at}.get(order_by, Workflow.created_at)
+        ordering = [column.desc(), Workflow.id.desc()] if descending else [column.asc(), Workflow.id.asc()]
+        rows = await self.session.execute(select(Workflow).where(*conditions).order_by(*ordering))
+        return rows.scalars().all()
 
     async def identifier_taken(self, environment_id: str, identifier: str, *, excluding_id: str | None = None) -> bool:
         query = select(Workflow.id).where(

@@ -1,0 +1,194 @@
+"""Novu v2 step ``controlValues`` to and from the v1 step the engine runs.
+
+One store serves both APIs: a v2 step is kept as a v1 step (``template`` and
+``metadata``, which the engine reads) plus ``stepId`` and the controls that
+have no v1 field (``controlValues``: ``skip``, ``editorType``, an email's
+``from`` ...). Reading a step back as v2 takes the mapped controls from the
+template, so a v1 edit shows in v2, and the kept ones from ``controlValues``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from herald.kit.text import slugify
+
+# Controls each step type maps onto v1 template/metadata fields; all others are kept as sent.
+MAPPED_CONTROLS: dict[str, frozenset[str]] = {
+    "in_app": frozenset({"subject", "body", "avatar", "data", "redirect", "primaryAction", "secondaryAction"}),
+    "email": frozenset({"subject", "body", "layoutId", "preheader"}),
+    "sms": frozenset({"body"}),
+    "chat": frozenset({"body"}),
+    "push": frozenset({"subject", "body"}),
+    "delay": frozenset({"type", "amount", "unit"}),
+    "digest": frozenset({"amount", "unit", "digestKey", "lookBackWindow"}),
+}
+
+
+def _redirect_to_v1(redirect: Any) -> dict[str, Any]:
+    if not isinstance(redirect, dict):
+        return {}
+    found = {key: redirect[key] for key in ("url", "target") if isinstance(redirect.get(key), str)}
+    return found
+
+
+def _action_to_button(kind: str, action: Any) -> dict[str, Any] | None:
+    if not isinstance(action, dict):
+        return None
+    button: dict[str, Any] = {"type": kind, "content": action.get("label") if isinstance(action.get("label"), str) else ""}
+    button.update(_redirect_to_v1(action.get("redirect")))
+    return button
+
+
+def _in_app_template(controls: dict[str, Any]) -> dict[str, Any]:
+    template: dict[str, Any] = {"type": "in_app", "content": controls.get("body") or ""}
+    for key in ("subject", "avatar", "data"):
+        if controls.get(key) is not None:
+            template[key] = controls[key]
+    cta: dict[str, Any] = {}
+    redirect = _redirect_to_v1(controls.get("redirect"))
+    if redirect:
+        cta = {"type": "redirect", "data": redirect}
+    buttons = [
+        button
+        for button in (
+            _action_to_button("primary", controls.get("primaryAction")),
+            _action_to_button("secondary", controls.get("secondaryAction")),
+        )
+        if button is not None
+    ]
+    if buttons:
+        cta.setdefault("type", "redirect")
+        cta.setdefault("data", {})
+        cta["action"] = {"buttons": buttons}
+    if cta:
+        template["cta"] = cta
+    return template
+
+
+def to_v1(step_type: str, controls: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The v1 ``template`` and ``metadata`` for a v2 step's controls (Novu's names on the left).
+
+    in_app: body -> content, redirect -> cta.data, primary/secondaryAction ->
+    cta.action.buttons; email: body -> content (custom HTML), layoutId kept on
+    the template; push: subject -> title; delay and digest controls -> metadata
+    (a digest's lookBackWindow is v1's backoff).
+    """
+    if step_type == "in_app":
+        return _in_app_template(controls), None
+    if step_type == "email":
+        template = {"type": "email", "subject": controls.get("subject") or "", "content": controls.get("body") or "",
+                    "contentType": "customHtml"}
+        for key in ("layoutId", "preheader"):
+            if controls.get(key) is not None:
+                template[key] = controls[key]
+        return template, None
+    if step_type in ("sms", "chat"):
+        return {"type": step_type, "content": controls.get("body") or ""}, None
+    if step_type == "push":
+        template = {"type": "push", "content": controls.get("body") or ""}
+        if controls.get("subject") is not None:
+            template["title"] = controls["subject"]
+        return template, None
+    if step_type == "delay":
+        metadata = {"type": controls.get("type") or "regular", "amount": controls.get("amount"), "unit": controls.get("unit")}
+        return {"type": "delay"}, {key: value for key, value in metadata.items() if value is not None}
+    if step_type == "digest":
+        metadata = {"type": "regular", "amount": controls.get("amount"), "unit": controls.get("unit")}
+        if controls.get("digestKey"):
+            metadata["digestKey"] = controls["digestKey"]
+        window = controls.get("lookBackWindow")
+        if isinstance(window, dict):
+            metadata.update(backoff=True, backoffAmount=window.get("amount"), backoffUnit=window.get("unit"))
+        return {"type": "digest"}, {key: value for key, value in metadata.items() if value is not None}
+    return {"type": step_type}, None
+
+
+def _button_to_action(button: dict[str, Any]) -> dict[str, Any]:
+    action: dict[str, Any] = {"label": button.get("content") or ""}
+    redirect = _redirect_to_v1(button)
+    if redirect:
+        action["redirect"] = redirect
+    return action
+
+
+def from_v1(step: dict[str, Any]) -> dict[str, Any]:
+    """A stored step's v2 ``controlValues``: the kept controls, then those the template and metadata hold."""
+    template = step.get("template") or {}
+    step_type = template.get("type")
+    controls: dict[str, Any] = dict(step.get("controlValues") or {})
+    if step_type == "in_app":
+        controls["body"] = template.get("content") if isinstance(template.get("content"), str) else ""
+        for key in ("subject", "avatar", "data"):
+            if template.get(key) is not None:
+                controls[key] = template[key]
+        cta = template.get("cta") if isinstance(template.get("cta"), dict) else {}
+        redirect = _redirect_to_v1(cta.get("data"))
+        if redirect.get("url"):
+            controls["redirect"] = redirect
+        action = cta.get("action") if isinstance(cta.get("action"), dict) else {}
+        for button in action.get("buttons") or []:
+            if isinstance(button, dict) and button.get("type") in ("primary", "secondary"):
+                controls[f"{button['type']}Action"] = _button_to_action(button)
+    elif step_type == "email":
+        content = template.get("content")
+        if isinstance(content, list):
+            # v1 editor blocks: shown as the HTML they render to, in order.
+            content = "".join(
+                f'<a href="{block.get("url") or "#"}">{block.get("content", "")}</a>'
+                if block.get("type") == "button"
+                else f"<p>{block.get('content', '')}</p>"
+                for block in content
+                if isinstance(block, dict)
+            )
+        controls["subject"] = template.get("subject") or ""
+        controls["body"] = content or ""
+        controls.setdefault("editorType", "html")
+        for key in ("layoutId", "preheader"):
+            if template.get(key) is not None:
+                controls[key] = template[key]
+    elif step_type in ("sms", "chat"):
+        controls["body"] = template.get("content") if isinstance(template.get("content"), str) else ""
+    elif step_type == "push":
+        controls["body"] = template.get("content") if isinstance(template.get("content"), str) else ""
+        title = template.get("title") or template.get("subject")
+        if title is not None:
+            controls["subject"] = title
+    elif step_type in ("delay", "digest"):
+        metadata = step.get("metadata") or {}
+        for key in ("amount", "unit", "digestKey"):
+            if metadata.get(key) is not None:
+                controls[key] = metadata[key]
+        if step_type == "delay":
+            if metadata.get("type") == "scheduled":
+                controls["delayPath"] = metadata.get("delayPath")
+            else:
+                controls["type"] = "regular"
+        elif metadata.get("backoff") or metadata.get("type") == "backoff":
+            if metadata.get("backoffAmount") is not None and metadata.get("backoffUnit") is not None:
+                controls["lookBackWindow"] = {"amount": metadata["backoffAmount"], "unit": metadata["backoffUnit"]}
+    return controls
+
+
+def kept_controls(step_type: str, controls: dict[str, Any]) -> dict[str, Any]:
+    """The controls with no v1 field, kept on the step as sent."""
+    mapped = MAPPED_CONTROLS.get(step_type, frozenset())
+    return {key: value for key, value in controls.items() if key not in mapped}
+
+
+def step_key(step: dict[str, Any]) -> str:
+    """The step's v2 ``stepId``: as given, else made from its name as Novu does."""
+    given = step.get("stepId")
+    if isinstance(given, str) and given:
+        return given
+    return slugify(str(step.get("name") or "")) or str(step.get("_id"))
+
+
+def step_slug(step: dict[str, Any]) -> str:
+    """Novu's step slug: the name's slug and the step's id (``<name>_st_<id>``)."""
+    return f"{slugify(str(step.get('name') or '')) or 'step'}_st_{step.get('_id')}"
+
+
+def workflow_slug(name: str, workflow_id: str) -> str:
+    """Novu's workflow slug: the name's slug and the workflow's id (``<name>_wf_<id>``)."""
+    return f"{slugify(name) or 'workflow'}_wf_{workflow_id}"

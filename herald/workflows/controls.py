@@ -35,7 +35,10 @@ def _redirect_to_v1(redirect: Any) -> dict[str, Any]:
 def _action_to_button(kind: str, action: Any) -> dict[str, Any] | None:
     if not isinstance(action, dict):
         return None
-    button: dict[str, Any] = {"type": kind, "content": action.get("label") if isinstance(action.get("label"), str) else ""}
+    button: dict[str, Any] = {
+        "type": kind,
+        "content": action.get("label") if isinstance(action.get("label"), str) else "",
+    }
     button.update(_redirect_to_v1(action.get("redirect")))
     return button
 
@@ -77,8 +80,12 @@ def to_v1(step_type: str, controls: dict[str, Any]) -> tuple[dict[str, Any], dic
     if step_type == "in_app":
         return _in_app_template(controls), None
     if step_type == "email":
-        template = {"type": "email", "subject": controls.get("subject") or "", "content": controls.get("body") or "",
-                    "contentType": "customHtml"}
+        template = {
+            "type": "email",
+            "subject": controls.get("subject") or "",
+            "content": controls.get("body") or "",
+            "contentType": "customHtml",
+        }
         for key in ("layoutId", "preheader"):
             if controls.get(key) is not None:
                 template[key] = controls[key]
@@ -91,7 +98,11 @@ def to_v1(step_type: str, controls: dict[str, Any]) -> tuple[dict[str, Any], dic
             template["title"] = controls["subject"]
         return template, None
     if step_type == "delay":
-        metadata = {"type": controls.get("type") or "regular", "amount": controls.get("amount"), "unit": controls.get("unit")}
+        metadata = {
+            "type": controls.get("type") or "regular",
+            "amount": controls.get("amount"),
+            "unit": controls.get("unit"),
+        }
         return {"type": "delay"}, {key: value for key, value in metadata.items() if value is not None}
     if step_type == "digest":
         metadata = {"type": "regular", "amount": controls.get("amount"), "unit": controls.get("unit")}

@@ -59,7 +59,9 @@ def checked_payload(schema: dict[str, Any], payload: dict[str, Any] | None) -> d
     """The payload with its defaults, or PayloadValidationError naming what does not match."""
     filled = with_defaults(schema, payload or {})
     validator = _compiled(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
-    errors = sorted(validator.iter_errors(filled), key=lambda error: [str(part) for part in error.absolute_path])[:MAX_REPORTED_ERRORS]
+    errors = sorted(validator.iter_errors(filled), key=lambda error: [str(part) for part in error.absolute_path])[
+        :MAX_REPORTED_ERRORS
+    ]
     if not errors:
         return filled
     details = [

@@ -112,8 +112,10 @@ def build_v2_steps(requests: Sequence[StepUpsert], existing: Sequence[dict[str, 
         controls = dict(request.controlValues or {})
         template, metadata = control_map.to_v1(request.type, controls)
         previous = _existing_step(existing, request)
-        key = request.stepId or (control_map.step_key(previous) if previous else None) or control_map.step_key(
-            {"name": request.name, "_id": str(index)}
+        key = (
+            request.stepId
+            or (control_map.step_key(previous) if previous else None)
+            or control_map.step_key({"name": request.name, "_id": str(index)})
         )
         if key in seen:
             errors.append(_error(("steps", index, "stepId"), "must be unique among the workflow's steps", key))
@@ -164,7 +166,9 @@ def check_payload_schema(schema: dict[str, Any] | None) -> None:
     try:
         validator_for(schema).check_schema(schema)
     except SchemaError as exc:
-        raise ValidationFailed.field("payloadSchema", f"payloadSchema is not a valid JSON schema: {exc.message}", schema) from exc
+        raise ValidationFailed.field(
+            "payloadSchema", f"payloadSchema is not a valid JSON schema: {exc.message}", schema
+        ) from exc
 
 
 def _step_type(step: dict[str, Any]) -> str:
@@ -173,10 +177,14 @@ def _step_type(step: dict[str, Any]) -> str:
 
 def _variables_schema(workflow: Workflow) -> dict[str, Any]:
     """The variables a step's controls can use, as a JSON schema (Novu's step ``variables``)."""
-    payload = workflow.payload_schema if isinstance(workflow.payload_schema, dict) else {
-        "type": "object",
-        "properties": {item["name"]: {"type": "string"} for item in workflow.variables or [] if "name" in item},
-    }
+    payload = (
+        workflow.payload_schema
+        if isinstance(workflow.payload_schema, dict)
+        else {
+            "type": "object",
+            "properties": {item["name"]: {"type": "string"} for item in workflow.variables or [] if "name" in item},
+        }
+    )
     return {
         "type": "object",
         "properties": {
@@ -270,7 +278,9 @@ async def find(repository: WorkflowRepository, environment_id: str, key: str) ->
     return workflow
 
 
-def _apply_fields(workflow: Workflow, request: CreateWorkflowV2Request | UpdateWorkflowV2Request | PatchWorkflowV2Request) -> None:
+def _apply_fields(
+    workflow: Workflow, request: CreateWorkflowV2Request | UpdateWorkflowV2Request | PatchWorkflowV2Request
+) -> None:
     given = request.model_fields_set
     if request.name is not None:
         workflow.name = request.name
@@ -364,7 +374,9 @@ async def get_workflow(session: AsyncSession, principal: Principal, key: str) ->
     return await find(WorkflowRepository(session), principal.environment_id, key)
 
 
-async def update_workflow(session: AsyncSession, principal: Principal, key: str, request: UpdateWorkflowV2Request) -> Workflow:
+async def update_workflow(
+    session: AsyncSession, principal: Principal, key: str, request: UpdateWorkflowV2Request
+) -> Workflow:
     repository = WorkflowRepository(session)
     workflow = await find(repository, principal.environment_id, key)
     steps = build_v2_steps(request.steps, workflow.steps or [])
@@ -378,7 +390,9 @@ async def update_workflow(session: AsyncSession, principal: Principal, key: str,
     return workflow
 
 
-async def patch_workflow(session: AsyncSession, principal: Principal, key: str, request: PatchWorkflowV2Request) -> Workflow:
+async def patch_workflow(
+    session: AsyncSession, principal: Principal, key: str, request: PatchWorkflowV2Request
+) -> Workflow:
     workflow = await find(WorkflowRepository(session), principal.environment_id, key)
     _apply_fields(workflow, request)
     workflow.updated_at = utcnow()
@@ -441,8 +455,18 @@ async def sync_workflow(session: AsyncSession, principal: Principal, key: str, t
         )
         repository.add(target)
     for field in (
-        "name", "description", "active", "draft", "critical", "severity", "tags", "preference_settings", "data",
-        "validate_payload", "payload_schema", "is_translation_enabled",
+        "name",
+        "description",
+        "active",
+        "draft",
+        "critical",
+        "severity",
+        "tags",
+        "preference_settings",
+        "data",
+        "validate_payload",
+        "payload_schema",
+        "is_translation_enabled",
     ):
         setattr(target, field, copy.deepcopy(getattr(source, field)))
     service._apply_steps(target, _copied_steps(source.steps or [], target.steps or []))
@@ -483,7 +507,9 @@ async def _render_preview(step_type: str, controls: dict[str, Any], context: dic
                 preview[key] = back[key]
         return preview
     if step_type == "email":
-        email = await render_bounded(render_email, template.get("content") or "", template.get("subject") or "", context)
+        email = await render_bounded(
+            render_email, template.get("content") or "", template.get("subject") or "", context
+        )
         return {"subject": email.subject, "body": email.html}
     if step_type == "sms":
         return {"body": await render_bounded(render_sms, template.get("content") or "", context)}

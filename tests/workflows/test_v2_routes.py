@@ -51,7 +51,12 @@ DELAY = {"name": "Wait", "type": "delay", "controlValues": {"type": "regular", "
 DIGEST = {
     "name": "Batch",
     "type": "digest",
-    "controlValues": {"amount": 1, "unit": "hours", "digestKey": "payload.group", "lookBackWindow": {"amount": 5, "unit": "minutes"}},
+    "controlValues": {
+        "amount": 1,
+        "unit": "hours",
+        "digestKey": "payload.group",
+        "lookBackWindow": {"amount": 5, "unit": "minutes"},
+    },
 }
 
 
@@ -83,7 +88,11 @@ async def test_create_answers_novu_shape_and_controls_round_trip(api: httpx.Asyn
     )
     assert workflow["name"] == "Order shipped" and workflow["status"] == "ACTIVE" and workflow["active"] is True
     assert workflow["slug"].endswith("_wf_" + workflow["_id"])
-    assert (workflow["description"], workflow["tags"], workflow["severity"]) == ("When an order ships", ["orders"], "high")
+    assert (workflow["description"], workflow["tags"], workflow["severity"]) == (
+        "When an order ships",
+        ["orders"],
+        "high",
+    )
     default = workflow["preferences"]["default"]
     assert default["all"]["readOnly"] is True
     assert default["channels"]["email"]["enabled"] is False and default["channels"]["in_app"]["enabled"] is True
@@ -97,19 +106,38 @@ async def test_create_answers_novu_shape_and_controls_round_trip(api: httpx.Asyn
 
 
 async def test_v2_workflow_is_a_v1_workflow(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy) -> None:
-    workflow = await created(api, steps=[IN_APP, EMAIL, DIGEST], preferences={"workflow": {"all": {"enabled": True, "readOnly": False}, "channels": {"sms": {"enabled": False}}}})
+    workflow = await created(
+        api,
+        steps=[IN_APP, EMAIL, DIGEST],
+        preferences={
+            "workflow": {"all": {"enabled": True, "readOnly": False}, "channels": {"sms": {"enabled": False}}}
+        },
+    )
     v1 = (await api.get(f"/v1/workflows/{workflow['_id']}")).json()["data"]
     assert v1["triggers"][0]["identifier"] == workflow["workflowId"]
     assert v1["preferenceSettings"]["sms"] is False and v1["critical"] is False
     in_app, mail, digest = v1["steps"]
     assert in_app["template"]["content"] == IN_APP["controlValues"]["body"]
-    assert in_app["template"]["cta"]["data"] == {"url": "https://example.com/orders/{{payload.order}}", "target": "_blank"}
+    assert in_app["template"]["cta"]["data"] == {
+        "url": "https://example.com/orders/{{payload.order}}",
+        "target": "_blank",
+    }
     assert [b["content"] for b in in_app["template"]["cta"]["action"]["buttons"]] == ["Track", "Dismiss"]
     assert mail["template"]["layoutId"] == "layout-1" and mail["template"]["contentType"] == "customHtml"
-    assert digest["metadata"] == {"type": "regular", "amount": 1, "unit": "hours", "digestKey": "payload.group", "backoff": True, "backoffAmount": 5, "backoffUnit": "minutes"}
+    assert digest["metadata"] == {
+        "type": "regular",
+        "amount": 1,
+        "unit": "hours",
+        "digestKey": "payload.group",
+        "backoff": True,
+        "backoffAmount": 5,
+        "backoffUnit": "minutes",
+    }
     assert {"name": "order"} in v1["triggers"][0]["variables"]
     # A workflow made with v1 reads as v2.
-    made = await create_workflow(api, steps=[{"name": "Text", "template": {"type": "sms", "content": "Hi {{payload.x}}"}}])
+    made = await create_workflow(
+        api, steps=[{"name": "Text", "template": {"type": "sms", "content": "Hi {{payload.x}}"}}]
+    )
     read = (await api.get(f"/v2/workflows/{made['triggers'][0]['identifier']}")).json()["data"]
     assert read["_id"] == made["_id"] and read["steps"][0]["controlValues"] == {"body": "Hi {{payload.x}}"}
     assert read["steps"][0]["stepId"] == "text"
@@ -138,7 +166,11 @@ async def test_created_with_v2_triggers_like_v1(
         if worker.http is not None:
             await worker.http.aclose()
     async with app.state.sessionmaker() as session:
-        messages = (await session.execute(select(Message).where(Message.environment_id == tenancy.environment_id))).scalars().all()
+        messages = (
+            (await session.execute(select(Message).where(Message.environment_id == tenancy.environment_id)))
+            .scalars()
+            .all()
+        )
     by_channel = {message.channel: message for message in messages}
     in_app = by_channel["in_app"]
     assert in_app.content == "Hello Ada, order A-1 shipped"
@@ -159,22 +191,27 @@ async def test_validate_payload_refuses_a_payload_off_the_schema(api: httpx.Asyn
     assert workflow["validatePayload"] is True and workflow["payloadSchema"] == schema
     subscriber = await create_subscriber(api)
     refused = await api.post(
-        "/v1/events/trigger", json={"name": workflow["workflowId"], "to": subscriber["subscriberId"], "payload": {"order": 5}}
+        "/v1/events/trigger",
+        json={"name": workflow["workflowId"], "to": subscriber["subscriberId"], "payload": {"order": 5}},
     )
     error = assert_error(refused, 400)
     assert error["type"] == "PAYLOAD_VALIDATION_ERROR" and error["message"].startswith("Payload validation failed")
     assert error["errors"][0]["field"] == "/order" and error["schema"] == schema
-    missing = await api.post("/v1/events/trigger", json={"name": workflow["workflowId"], "to": subscriber["subscriberId"]})
+    missing = await api.post(
+        "/v1/events/trigger", json={"name": workflow["workflowId"], "to": subscriber["subscriberId"]}
+    )
     assert assert_error(missing, 400)["errors"][0]["message"] == "'order' is a required property"
     accepted = await api.post(
-        "/v1/events/trigger", json={"name": workflow["workflowId"], "to": subscriber["subscriberId"], "payload": {"order": "A"}}
+        "/v1/events/trigger",
+        json={"name": workflow["workflowId"], "to": subscriber["subscriberId"], "payload": {"order": "A"}},
     )
     assert accepted.status_code == 201 and accepted.json()["data"]["status"] == "processed"
     # Switched off, the schema no longer refuses anything.
     patched = await api.patch(f"/v2/workflows/{workflow['_id']}", json={"validatePayload": False})
     assert patched.status_code == 200 and patched.json()["data"]["validatePayload"] is False
     again = await api.post(
-        "/v1/events/trigger", json={"name": workflow["workflowId"], "to": subscriber["subscriberId"], "payload": {"order": 5}}
+        "/v1/events/trigger",
+        json={"name": workflow["workflowId"], "to": subscriber["subscriberId"], "payload": {"order": 5}},
     )
     assert again.status_code == 201, again.text
 
@@ -213,7 +250,12 @@ async def test_patch_changes_only_what_is_sent(api: httpx.AsyncClient) -> None:
     workflow = await created(api, description="kept", tags=["x"])
     response = await api.patch(f"/v2/workflows/{workflow['_id']}", json={"active": False, "name": "Patched"})
     patched = response.json()["data"]
-    assert (patched["name"], patched["active"], patched["description"], patched["tags"]) == ("Patched", False, "kept", ["x"])
+    assert (patched["name"], patched["active"], patched["description"], patched["tags"]) == (
+        "Patched",
+        False,
+        "kept",
+        ["x"],
+    )
     assert patched["steps"][0]["controlValues"] == IN_APP["controlValues"]
 
 
@@ -249,7 +291,9 @@ async def test_list_searches_filters_and_pages(api: httpx.AsyncClient) -> None:
 
 async def test_sync_copies_into_another_environment(app: FastAPI, api: httpx.AsyncClient, tenancy: Tenancy) -> None:
     workflow = await created(api, steps=[IN_APP, DELAY], tags=["t"])
-    response = await api.put(f"/v2/workflows/{workflow['_id']}/sync", json={"targetEnvironmentId": tenancy.production_environment_id})
+    response = await api.put(
+        f"/v2/workflows/{workflow['_id']}/sync", json={"targetEnvironmentId": tenancy.production_environment_id}
+    )
     assert response.status_code == 200, response.text
     copy = response.json()["data"]
     assert copy["_id"] != workflow["_id"] and copy["workflowId"] == workflow["workflowId"]
@@ -260,11 +304,18 @@ async def test_sync_copies_into_another_environment(app: FastAPI, api: httpx.Asy
         assert seen["_id"] == copy["_id"] and seen["tags"] == ["t"]
     # A second sync brings the copy up to date, keeping its ids.
     await api.patch(f"/v2/workflows/{workflow['_id']}", json={"name": "Renamed"})
-    again = (await api.put(f"/v2/workflows/{workflow['_id']}/sync", json={"targetEnvironmentId": tenancy.production_environment_id})).json()["data"]
+    again = (
+        await api.put(
+            f"/v2/workflows/{workflow['_id']}/sync", json={"targetEnvironmentId": tenancy.production_environment_id}
+        )
+    ).json()["data"]
     assert again["_id"] == copy["_id"] and again["name"] == "Renamed"
     assert [s["_id"] for s in again["steps"]] == [s["_id"] for s in copy["steps"]]
     assert_error(await api.put(f"/v2/workflows/{workflow['_id']}/sync", json={"targetEnvironmentId": UNKNOWN_ID}), 404)
-    assert_error(await api.put(f"/v2/workflows/{workflow['_id']}/sync", json={"targetEnvironmentId": tenancy.environment_id}), 400)
+    assert_error(
+        await api.put(f"/v2/workflows/{workflow['_id']}/sync", json={"targetEnvironmentId": tenancy.environment_id}),
+        400,
+    )
 
 
 async def test_sync_refuses_another_organizations_environment(app: FastAPI, api: httpx.AsyncClient) -> None:
@@ -299,7 +350,10 @@ async def test_validation_errors(api: httpx.AsyncClient) -> None:
     bad_type = assert_error(await api.post("/v2/workflows", json=body(steps=[{"name": "t", "type": "throttle"}])), 422)
     assert "steps.0.type" in bad_type["errors"]
     no_amount = assert_error(
-        await api.post("/v2/workflows", json=body(steps=[{"name": "d", "type": "delay", "controlValues": {"unit": "minutes"}}])), 422
+        await api.post(
+            "/v2/workflows", json=body(steps=[{"name": "d", "type": "delay", "controlValues": {"unit": "minutes"}}])
+        ),
+        422,
     )
     assert any(field.startswith("steps.0.controlValues") for field in no_amount["errors"]), no_amount
     twice = assert_error(await api.post("/v2/workflows", json=body(steps=[IN_APP, IN_APP])), 422)
@@ -325,13 +379,18 @@ async def test_step_preview_renders_with_payload(api: httpx.AsyncClient) -> None
     mail = (
         await api.post(
             f"/v2/workflows/{workflow['_id']}/step/mail/preview",
-            json={"controlValues": {"subject": "S {{payload.x}}", "body": "<b>{{payload.x}}</b>"}, "previewPayload": {"payload": {"x": "<i>"}}},
+            json={
+                "controlValues": {"subject": "S {{payload.x}}", "body": "<b>{{payload.x}}</b>"},
+                "previewPayload": {"payload": {"x": "<i>"}},
+            },
         )
     ).json()["data"]
     assert mail["result"]["preview"]["subject"] == "S <i>"
     assert "<b>&lt;i&gt;</b>" in mail["result"]["preview"]["body"]
     broken = (
-        await api.post(f"/v2/workflows/{workflow['_id']}/step/inbox/preview", json={"controlValues": {"body": "{% if %}"}})
+        await api.post(
+            f"/v2/workflows/{workflow['_id']}/step/inbox/preview", json={"controlValues": {"body": "{% if %}"}}
+        )
     ).json()["data"]
     assert broken["result"]["error"]["message"]
     assert_error(await api.post(f"/v2/workflows/{workflow['_id']}/step/nope/preview", json={}), 404)

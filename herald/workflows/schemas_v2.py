@@ -14,32 +14,46 @@ ResourceOrigin = Literal["novu-cloud", "novu-cloud-v1", "external"]
 WorkflowStatus = Literal["ACTIVE", "INACTIVE", "ERROR"]
 
 
-class ChannelPreference(Schema):
+class ChannelPreferenceRequest(RequestSchema):
     enabled: bool = True
 
 
-class AllPreference(Schema):
+class AllPreferenceRequest(RequestSchema):
     enabled: bool = True
     readOnly: bool = False
 
 
-class WorkflowPreferences(Schema):
+class WorkflowPreferencesRequest(RequestSchema):
     """One level of Novu's preferences: every channel (``all``) and each channel on its own."""
 
-    all: AllPreference = Field(default_factory=AllPreference)
-    channels: dict[str, ChannelPreference] = Field(default_factory=dict)
+    all: AllPreferenceRequest = Field(default_factory=AllPreferenceRequest)
+    channels: dict[str, ChannelPreferenceRequest] = Field(default_factory=dict)
 
 
 class PreferencesRequest(RequestSchema):
     """``user`` (the dashboard's) wins over ``workflow`` (the code's), as in Novu."""
 
-    user: WorkflowPreferences | None = None
-    workflow: WorkflowPreferences | None = None
+    user: WorkflowPreferencesRequest | None = None
+    workflow: WorkflowPreferencesRequest | None = None
+
+
+class WorkflowChannelPreference(Schema):
+    enabled: bool
+
+
+class WorkflowAllPreference(Schema):
+    enabled: bool
+    readOnly: bool
+
+
+class WorkflowPreferencesLevel(Schema):
+    all: WorkflowAllPreference
+    channels: dict[str, WorkflowChannelPreference]
 
 
 class WorkflowPreferencesResponse(Schema):
-    default: WorkflowPreferences
-    user: WorkflowPreferences | None = None
+    default: WorkflowPreferencesLevel
+    user: WorkflowPreferencesLevel | None = None
 
 
 class StepUpsert(RequestSchema):

@@ -139,7 +139,9 @@ async def list_workflows_v2(
 
 
 @v2.get("/{workflowId}", response_model=DataResponse[WorkflowResponse], summary="Get a workflow (v2)")
-async def get_workflow_v2(workflowId: str, session: SessionDep, principal: PrincipalDep) -> DataResponse[WorkflowResponse]:
+async def get_workflow_v2(
+    workflowId: str, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[WorkflowResponse]:
     return _v2(await service_v2.get_workflow(session, principal, workflowId))
 
 
@@ -151,7 +153,9 @@ async def update_workflow_v2(
     return _v2(await service_v2.update_workflow(session, principal, workflowId, body))
 
 
-@v2.patch("/{workflowId}", response_model=DataResponse[WorkflowResponse], summary="Change some fields of a workflow (v2)")
+@v2.patch(
+    "/{workflowId}", response_model=DataResponse[WorkflowResponse], summary="Change some fields of a workflow (v2)"
+)
 async def patch_workflow_v2(
     workflowId: str, body: PatchWorkflowV2Request, session: SessionDep, principal: PrincipalDep
 ) -> DataResponse[WorkflowResponse]:
@@ -164,7 +168,11 @@ async def delete_workflow_v2(workflowId: str, session: SessionDep, principal: Pr
     return Response(status_code=204)
 
 
-@v2.put("/{workflowId}/sync", response_model=DataResponse[WorkflowResponse], summary="Copy a workflow to another environment")
+@v2.put(
+    "/{workflowId}/sync",
+    response_model=DataResponse[WorkflowResponse],
+    summary="Copy a workflow to another environment",
+)
 async def sync_workflow_v2(
     workflowId: str, body: SyncWorkflowRequest, session: SessionDep, principal: PrincipalDep
 ) -> DataResponse[WorkflowResponse]:
@@ -173,7 +181,9 @@ async def sync_workflow_v2(
 
 
 @v2.get("/{workflowId}/steps/{stepId}", response_model=DataResponse[StepResponse], summary="Get a step (v2)")
-async def get_step_v2(workflowId: str, stepId: str, session: SessionDep, principal: PrincipalDep) -> DataResponse[StepResponse]:
+async def get_step_v2(
+    workflowId: str, stepId: str, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[StepResponse]:
     step = await service_v2.get_step(session, principal, workflowId, stepId)
     return DataResponse(data=StepResponse.model_validate(step))
 

@@ -365,7 +365,7 @@ def _build_version(
     errors.extend(metadata_errors)
     errors.extend(_check_content(template, (*loc, "template")))
     previous = known.get(request.id or "", {})
-    return compact({
+    version = compact({
         "_id": request.id or new_id(),
         "uuid": request.uuid or previous.get("uuid") or str(uuid.uuid4()),
         "name": request.name or template.name or template.type,
@@ -379,6 +379,11 @@ def _build_version(
         if request.replyCallback is not None
         else None,
     })
+    # A v2 step sent back with its _id keeps what only v2 reads (workflows/controls.py).
+    for key in ("stepId", "controlValues"):
+        if key in previous:
+            version[key] = previous[key]
+    return version
 
 
 def build_steps(requests: Sequence[StepRequest], existing: Iterable[dict[str, Any]] = ()) -> list[dict[str, Any]]:

@@ -140,6 +140,7 @@ def build_v2_steps(requests: Sequence[StepUpsert], existing: Sequence[dict[str, 
         raise ValidationFailed(_v2_names(exc.extra.get("errors") or {})) from exc
     for step, (key, kept) in zip(steps, extras, strict=True):
         step["stepId"] = key
+        step.pop("controlValues", None)
         if kept:
             step["controlValues"] = kept
     return steps

@@ -246,6 +246,28 @@ async def test_update_keeps_step_ids_and_replaces_steps(api: httpx.AsyncClient) 
     assert updated["workflowId"] == workflow["workflowId"]
 
 
+async def test_v1_update_keeps_what_only_v2_reads(api: httpx.AsyncClient) -> None:
+    workflow = await created(api, steps=[{**IN_APP, "stepId": "custom-key"}])
+    v1 = (await api.get(f"/v1/workflows/{workflow['_id']}")).json()["data"]
+    step = v1["steps"][0]
+    step["template"]["content"] = "Edited in v1"
+    response = await api.put(f"/v1/workflows/{workflow['_id']}", json={"steps": [step]})
+    assert response.status_code == 200, response.text
+    read = (await api.get(f"/v2/workflows/{workflow['_id']}")).json()["data"]["steps"][0]
+    assert read["stepId"] == "custom-key" and read["controlValues"]["body"] == "Edited in v1"
+    assert read["controlValues"]["skip"] == IN_APP["controlValues"]["skip"]
+    # Sent again through v2 without them, the kept controls go.
+    again = await api.put(
+        f"/v2/workflows/{workflow['_id']}",
+        json={
+            "name": "x",
+            "steps": [{"name": "Inbox", "stepId": "custom-key", "type": "in_app", "controlValues": {"body": "b"}}],
+        },
+    )
+    assert again.json()["data"]["steps"][0]["controlValues"] == {"body": "b"}
+    assert again.json()["data"]["steps"][0]["_id"] == read["_id"]
+
+
 async def test_patch_changes_only_what_is_sent(api: httpx.AsyncClient) -> None:
     workflow = await created(api, description="kept", tags=["x"])
     response = await api.patch(f"/v2/workflows/{workflow['_id']}", json={"active": False, "name": "Patched"})

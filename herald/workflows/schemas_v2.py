@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -87,9 +87,15 @@ def _identifier(value: str | None) -> str | None:
     return value
 
 
+# Novu's v2 limits (create-workflow.dto.ts): names of 64 characters, descriptions of 256, tags of 1 to 32.
+WorkflowName = Annotated[str, Field(min_length=1, max_length=64)]
+Description = Annotated[str, Field(max_length=256)]
+Tag = Annotated[str, Field(min_length=1, max_length=32)]
+
+
 class _WorkflowV2Fields(RequestSchema):
-    description: str | None = Field(default=None, max_length=1000)
-    tags: list[str] | None = Field(default=None, max_length=16)
+    description: Description | None = None
+    tags: list[Tag] | None = Field(default=None, max_length=16)
     active: bool | None = None
     validatePayload: bool | None = None
     payloadSchema: dict[str, Any] | None = None
@@ -99,7 +105,7 @@ class _WorkflowV2Fields(RequestSchema):
 
 
 class CreateWorkflowV2Request(_WorkflowV2Fields):
-    name: str = Field(min_length=1, max_length=300)
+    name: WorkflowName
     workflowId: str = Field(min_length=1, max_length=300, description="The identifier to trigger the workflow by")
     steps: list[StepUpsert] = Field(max_length=20)
 
@@ -109,7 +115,7 @@ class CreateWorkflowV2Request(_WorkflowV2Fields):
 class UpdateWorkflowV2Request(_WorkflowV2Fields):
     """Novu's PUT: the steps sent replace all steps (a step sent with its ``_id`` or ``stepId`` keeps its id)."""
 
-    name: str = Field(min_length=1, max_length=300)
+    name: WorkflowName
     steps: list[StepUpsert] = Field(max_length=20)
     workflowId: str | None = Field(default=None, min_length=1, max_length=300)
     origin: ResourceOrigin | None = None
@@ -119,9 +125,9 @@ class UpdateWorkflowV2Request(_WorkflowV2Fields):
 
 class PatchWorkflowV2Request(RequestSchema):
     active: bool | None = None
-    name: str | None = Field(default=None, min_length=1, max_length=300)
-    description: str | None = Field(default=None, max_length=1000)
-    tags: list[str] | None = Field(default=None, max_length=16)
+    name: WorkflowName | None = None
+    description: Description | None = None
+    tags: list[Tag] | None = Field(default=None, max_length=16)
     payloadSchema: dict[str, Any] | None = None
     validatePayload: bool | None = None
     isTranslationEnabled: bool | None = None

@@ -275,7 +275,7 @@ async def find(repository: WorkflowRepository, environment_id: str, key: str) ->
     if workflow is None:
         workflow = await repository.get_by_identifier(environment_id, key)
     if workflow is None:
-        raise NotFoundError(f"Workflow cannot be found, workflowId: {key}")
+        raise NotFoundError("Workflow cannot be found", ctx={"workflowId": key})
     return workflow
 
 
@@ -433,10 +433,10 @@ def _copied_steps(steps: Sequence[dict[str, Any]], existing: Sequence[dict[str, 
 
 async def sync_workflow(session: AsyncSession, principal: Principal, key: str, target_environment_id: str) -> Workflow:
     """Copy the workflow into another environment of the organization, or bring the copy there up to date."""
-    repository = WorkflowRepository(session)
-    source = await find(repository, principal.environment_id, key)
     if target_environment_id == principal.environment_id:
         raise BadRequestError("Cannot sync workflow to the same environment")
+    repository = WorkflowRepository(session)
+    source = await find(repository, principal.environment_id, key)
     environment = await repository.environment_of_organization(principal.organization_id, target_environment_id)
     if environment is None:
         raise NotFoundError(f"Environment {target_environment_id} not found")
@@ -486,7 +486,7 @@ def _find_step(workflow: Workflow, key: str) -> dict[str, Any]:
     for step in workflow.steps or []:
         if key in (step.get("_id"), control_map.step_key(step)) or (slug and step.get("_id") == slug.group(1)):
             return step
-    raise NotFoundError(f"Step cannot be found, stepId: {key}")
+    raise NotFoundError("Step cannot be found", ctx={"workflowId": workflow.trigger_identifier, "stepId": key})
 
 
 def _render_target(step_type: str, controls: dict[str, Any]) -> dict[str, Any]:

@@ -226,7 +226,8 @@ async def test_addressed_by_id_identifier_or_slug(api: httpx.AsyncClient) -> Non
         response = await api.get(f"/v2/workflows/{workflow['workflowId']}/steps/{key}")
         assert response.status_code == 200 and response.json()["data"]["_id"] == step["_id"]
     assert_error(await api.get(f"/v2/workflows/{workflow['_id']}/steps/nope"), 404)
-    assert_error(await api.get(f"/v2/workflows/{UNKNOWN_ID}"), 404)
+    missing = assert_error(await api.get(f"/v2/workflows/{UNKNOWN_ID}"), 404, "Workflow cannot be found")
+    assert missing["ctx"] == {"workflowId": UNKNOWN_ID}
     assert_error(await api.get("/v2/workflows/no-such-workflow"), 404)
 
 
@@ -383,6 +384,10 @@ async def test_validation_errors(api: httpx.AsyncClient) -> None:
     bad_schema = assert_error(await api.post("/v2/workflows", json=body(payloadSchema={"type": "nonsense"})), 422)
     assert "payloadSchema" in bad_schema["errors"]
     assert_error(await api.post("/v2/workflows", json=body(workflowId="has spaces")), 422)
+    too_long = assert_error(
+        await api.post("/v2/workflows", json=body(name="x" * 65, description="d" * 257, tags=["t" * 33])), 422
+    )
+    assert {"name", "description", "tags.0"} <= set(too_long["errors"]), too_long["errors"]
 
 
 async def test_step_preview_renders_with_payload(api: httpx.AsyncClient) -> None:

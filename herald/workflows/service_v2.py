@@ -110,6 +110,10 @@ def build_v2_steps(requests: Sequence[StepUpsert], existing: Sequence[dict[str, 
     seen: set[str] = set()
     for index, request in enumerate(requests):
         controls = dict(request.controlValues or {})
+        if request.type == "email" and controls.get("editorType") == "block":
+            # The block editor's body is its own JSON document; Herald renders email bodies as HTML.
+            message = "Herald renders email bodies as HTML: send editorType html with an HTML body"
+            errors.append(_error(("steps", index, "controlValues", "editorType"), message, "block"))
         template, metadata = control_map.to_v1(request.type, controls)
         previous = _existing_step(existing, request)
         key = (

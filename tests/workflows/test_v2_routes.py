@@ -381,6 +381,11 @@ async def test_validation_errors(api: httpx.AsyncClient) -> None:
     assert any(field.startswith("steps.0.controlValues") for field in no_amount["errors"]), no_amount
     twice = assert_error(await api.post("/v2/workflows", json=body(steps=[IN_APP, IN_APP])), 422)
     assert "steps.1.stepId" in twice["errors"]
+    block = {**EMAIL, "controlValues": {**EMAIL["controlValues"], "editorType": "block"}}
+    assert (
+        "steps.0.controlValues.editorType"
+        in assert_error(await api.post("/v2/workflows", json=body(steps=[block])), 422)["errors"]
+    )
     bad_schema = assert_error(await api.post("/v2/workflows", json=body(payloadSchema={"type": "nonsense"})), 422)
     assert "payloadSchema" in bad_schema["errors"]
     assert_error(await api.post("/v2/workflows", json=body(workflowId="has spaces")), 422)
@@ -421,3 +426,11 @@ async def test_step_preview_renders_with_payload(api: httpx.AsyncClient) -> None
     ).json()["data"]
     assert broken["result"]["error"]["message"]
     assert_error(await api.post(f"/v2/workflows/{workflow['_id']}/step/nope/preview", json={}), 404)
+
+
+async def test_step_preview_of_delay_and_digest_names_their_schedule(api: httpx.AsyncClient) -> None:
+    workflow = await created(api, steps=[DELAY, DIGEST])
+    delay = (await api.post(f"/v2/workflows/{workflow['_id']}/step/wait/preview", json={})).json()["data"]
+    assert delay["result"] == {"type": "delay", "preview": {"type": "regular", "amount": 5, "unit": "minutes"}}
+    digest = (await api.post(f"/v2/workflows/{workflow['_id']}/step/batch/preview", json={})).json()["data"]
+    assert digest["result"]["preview"] == DIGEST["controlValues"]

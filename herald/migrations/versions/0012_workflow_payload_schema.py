@@ -1,7 +1,7 @@
 """v2 workflows: payload schema and its validation switch
 
 Revision ID: 0012
-Revises: 0009
+Revises: 0011
 Create Date: 2026-11-25
 
 Novu's v2 workflows carry a JSON schema for the trigger payload and a switch
@@ -15,7 +15,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = '0012'
-down_revision = '0009'
+down_revision = '0011'
 branch_labels = None
 depends_on = None
 

@@ -1,6 +1,7 @@
 """SQLAlchemy tables: one schema for SQLite and PostgreSQL."""
 
 from herald.models.base import Base
+from herald.models.environment_variable import EnvironmentVariable
 from herald.models.event import Event, ExecutionDetail, Job, Notification
 from herald.models.integration import Integration
 from herald.models.integration_health import IntegrationHealth
@@ -15,6 +16,7 @@ __all__ = [
     "ApiKey",
     "Base",
     "Environment",
+    "EnvironmentVariable",
     "Event",
     "ExecutionDetail",
     "IdempotencyRecord",

@@ -102,21 +102,27 @@ async def create_organization(session: AsyncSession, name: str = "Herald", box: 
     organization = Organization(name=name)
     repository.add(organization)
     await session.flush()
-    environments = []
-    for env_name in ENVIRONMENT_NAMES:
-        environment = Environment(
-            organization_id=organization.id, name=env_name, identifier=secrets.token_urlsafe(9)
-        )
-        repository.add(environment)
-        await session.flush()
-        repository.add(
-            NotificationGroup(
-                environment_id=environment.id, organization_id=organization.id, name=DEFAULT_GROUP_NAME
-            )
-        )
-        repository.add(in_app_integration(environment))
-        environments.append(EnvironmentKeys(environment, await create_api_key(session, environment, box)))
+    environments = [await create_environment(session, organization.id, env_name, box) for env_name in ENVIRONMENT_NAMES]
     return BootstrapResult(organization, environments, created=True)
+
+
+async def create_environment(
+    session: AsyncSession, organization_id: str, name: str, box: SecretBox | None = None
+) -> EnvironmentKeys:
+    """One environment of an organization as bootstrap makes each: its public identifier,
+    a "General" group, Novu's in-app integration and an API key (returned, shown once).
+
+    The environments routes (herald/environments) make custom environments with it too.
+    """
+    repository = OrganizationRepository(session)
+    environment = Environment(organization_id=organization_id, name=name, identifier=secrets.token_urlsafe(9))
+    repository.add(environment)
+    await session.flush()
+    repository.add(
+        NotificationGroup(environment_id=environment.id, organization_id=organization_id, name=DEFAULT_GROUP_NAME)
+    )
+    repository.add(in_app_integration(environment))
+    return EnvironmentKeys(environment, await create_api_key(session, environment, box))
 
 
 async def bootstrap(session: AsyncSession, box: SecretBox | None = None) -> BootstrapResult:

@@ -1,0 +1,274 @@
+"""Promoting changes from one environment to another: the kinds of resource that can be promoted.
+
+A team edits in Development and promotes to Production (Novu's change
+management): ``diff`` says what differs, ``publish`` copies it across. Both run
+over a registry of *promotable kinds*, so a feature adds its own resource by
+registering one kind, and diff and publish need no change.
+
+A kind (:class:`PromotableKind`) says four things about its resource:
+
+* ``name``: Herald's name of the kind (``"workflow"``), and ``resource_type``:
+  the ``resourceType`` written in answers. novu-py 3.19 checks that field
+  against ``REGULAR | ECHO | BRIDGE`` (its generated enum took the name of
+  another of Novu's enums), so the workflow kind answers ``REGULAR``; a kind
+  whose value the SDK does not know makes the SDK refuse the whole answer. A
+  request's ``resourceType`` may name a kind by either.
+* ``items(session, environment)``: the environment's items by a **stable key**,
+  the same in every environment (a workflow's trigger identifier, a layout's
+  identifier, a translation's locale and target), each as a
+  :class:`PromotableItem` whose ``content`` is what is compared: two items with
+  equal content are unchanged. Content is plain JSON (it is also answered as
+  the diff's previous and new state), without ids or times that differ between
+  environments by nature.
+* ``copy(session, item, target, existing)``: make ``target``'s item of that key
+  equal to ``item`` (``existing`` is the target's item, None when it has none).
+* ``remove(session, existing, target)``: take the target's item away (it is no
+  longer in the source).
+
+Kinds run inside the request's transaction and never commit. ``copy`` and
+``remove`` may raise a herald.kit.errors exception: that one item is reported
+failed and the others are still published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.environments.repository import EnvironmentRepository
+from herald.kit.errors import HeraldError
+from herald.kit.time import utcnow
+from herald.models import Environment, NotificationGroup, Workflow
+from herald.organizations.service import DEFAULT_GROUP_NAME
+
+
+@dataclass
+class PromotableItem:
+    key: str
+    id: str
+    name: str
+    content: dict[str, Any]
+    updated_at: datetime | None = None
+    # The kind's own loaded row, for its copy and remove; never compared.
+    row: Any = field(default=None, compare=False, repr=False)
+
+
+class PromotableKind(Protocol):
+    name: str
+    resource_type: str
+
+    async def items(self, session: AsyncSession, environment: Environment) -> dict[str, PromotableItem]: ...
+
+    async def copy(
+        self, session: AsyncSession, item: PromotableItem, target: Environment, existing: PromotableItem | None
+    ) -> None: ...
+
+    async def remove(self, session: AsyncSession, existing: PromotableItem, target: Environment) -> None: ...
+
+
+_KINDS: dict[str, PromotableKind] = {}
+
+
+def register(kind: PromotableKind) -> PromotableKind:
+    """Add a kind to diff and publish (once per name; registering a name again replaces it)."""
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def kinds() -> list[PromotableKind]:
+    return list(_KINDS.values())
+
+
+def kind_named(name: str) -> PromotableKind | None:
+    """The kind a request names, by Herald's name or by the resourceType answered."""
+    for kind in _KINDS.values():
+        if name in (kind.name, kind.resource_type) or name.lower() == kind.name:
+            return kind
+    return None
+
+
+@dataclass
+class Change:
+    kind: PromotableKind
+    action: str  # added | modified | deleted | unchanged
+    source: PromotableItem | None
+    target: PromotableItem | None
+
+    @property
+    def item(self) -> PromotableItem:
+        item = self.source or self.target
+        assert item is not None
+        return item
+
+    def named_by(self, resource_id: str) -> bool:
+        return any(
+            candidate is not None and resource_id in (candidate.id, candidate.key)
+            for candidate in (self.source, self.target)
+        )
+
+
+async def compare(
+    session: AsyncSession, source: Environment, target: Environment, only: Iterable[PromotableKind] | None = None
+) -> list[Change]:
+    """What differs between two environments, kind by kind, in key order within each kind."""
+    changes: list[Change] = []
+    for kind in only if only is not None else kinds():
+        theirs = await kind.items(session, target)
+        ours = await kind.items(session, source)
+        for key in sorted(ours.keys() | theirs.keys()):
+            mine, their = ours.get(key), theirs.get(key)
+            if their is None:
+                action = "added"
+            elif mine is None:
+                action = "deleted"
+            else:
+                action = "unchanged" if mine.content == their.content else "modified"
+            changes.append(Change(kind, action, mine, their))
+    return changes
+
+
+SYNC_ACTIONS = {"added": "created", "modified": "updated", "deleted": "deleted"}
+
+
+@dataclass
+class Outcome:
+    change: Change
+    status: str  # successful | failed | skipped
+    detail: str = ""  # the sync action, the error, or why it was skipped
+
+
+async def publish(session: AsyncSession, changes: list[Change], target: Environment, *, dry_run: bool) -> list[Outcome]:
+    """Apply each change to ``target`` (or only say what would be done, ``dry_run``).
+
+    Each item is applied in a savepoint: one that fails is rolled back alone
+    and reported, the others are kept.
+    """
+    outcomes: list[Outcome] = []
+    for change in changes:
+        if change.action == "unchanged":
+            outcomes.append(Outcome(change, "skipped", "No changes to publish"))
+            continue
+        if not dry_run:
+            try:
+                async with session.begin_nested():
+                    if change.action == "deleted":
+                        assert change.target is not None
+                        await change.kind.remove(session, change.target, target)
+                    else:
+                        assert change.source is not None
+                        await change.kind.copy(session, change.source, target, change.target)
+            except HeraldError as exc:
+                outcomes.append(Outcome(change, "failed", str(exc.message)))
+                continue
+        outcomes.append(Outcome(change, "successful", SYNC_ACTIONS[change.action]))
+    return outcomes
+
+
+# --------------------------------------------------------------------------- workflows
+
+
+class WorkflowKind:
+    """Workflows, keyed by trigger identifier; a copy keeps the steps (and their ids) as they are.
+
+    The workflow's group is matched by name in the target (its default group
+    when it has none of that name). ``active`` is promoted with the rest: a
+    workflow turned on in Development is on in Production once published.
+    """
+
+    name = "workflow"
+    resource_type = "REGULAR"
+
+    async def items(self, session: AsyncSession, environment: Environment) -> dict[str, PromotableItem]:
+        repository = EnvironmentRepository(session)
+        groups = {group.id: group.name for group in await repository.groups_of(environment.id)}
+        return {
+            workflow.trigger_identifier: PromotableItem(
+                key=workflow.trigger_identifier,
+                id=workflow.id,
+                name=workflow.name,
+                content=self._content(workflow, groups.get(workflow.notification_group_id)),
+                updated_at=workflow.updated_at,
+                row=workflow,
+            )
+            for workflow in await repository.workflows_of(environment.id)
+        }
+
+    @staticmethod
+    def _content(workflow: Workflow, group_name: str | None) -> dict[str, Any]:
+        return {
+            "name": workflow.name,
+            "description": workflow.description,
+            "triggerIdentifier": workflow.trigger_identifier,
+            "active": workflow.active,
+            "critical": workflow.critical,
+            "severity": workflow.severity,
+            "tags": list(workflow.tags or []),
+            "preferenceSettings": dict(workflow.preference_settings or {}),
+            "data": workflow.data,
+            "notificationGroup": group_name,
+            "steps": list(workflow.steps or []),
+        }
+
+    async def _group_in(self, session: AsyncSession, target: Environment, name: str | None) -> str:
+        repository = EnvironmentRepository(session)
+        groups = await repository.groups_of(target.id)
+        for group in groups:
+            if group.name == name:
+                return group.id
+        if groups:
+            return groups[0].id
+        group = NotificationGroup(
+            environment_id=target.id, organization_id=target.organization_id, name=DEFAULT_GROUP_NAME
+        )
+        repository.add(group)
+        await session.flush()
+        return group.id
+
+    async def copy(
+        self, session: AsyncSession, item: PromotableItem, target: Environment, existing: PromotableItem | None
+    ) -> None:
+        source: Workflow = item.row
+        now = utcnow()
+        if existing is None:
+            workflow = Workflow(
+                environment_id=target.id,
+                organization_id=target.organization_id,
+                creator_id=source.creator_id,
+                trigger_identifier=source.trigger_identifier,
+                deleted=False,
+                created_at=now,
+            )
+            EnvironmentRepository(session).add(workflow)
+        else:
+            workflow = existing.row
+        workflow.notification_group_id = await self._group_in(session, target, item.content["notificationGroup"])
+        workflow.name = source.name
+        workflow.description = source.description
+        workflow.active = source.active
+        workflow.draft = source.draft
+        workflow.critical = source.critical
+        workflow.severity = source.severity
+        workflow.tags = list(source.tags or [])
+        workflow.preference_settings = dict(source.preference_settings or {})
+        workflow.data = source.data
+        workflow.steps = list(source.steps or [])
+        workflow.variables = list(source.variables or [])
+        workflow.subscriber_variables = list(source.subscriber_variables or [])
+        workflow.updated_at = now
+        await session.flush()
+
+    async def remove(self, session: AsyncSession, existing: PromotableItem, target: Environment) -> None:
+        workflow: Workflow = existing.row
+        now = utcnow()
+        workflow.deleted = True
+        workflow.deleted_at = now
+        workflow.deleted_by = "publish"
+        workflow.updated_at = now
+        await session.flush()
+
+
+register(WorkflowKind())

@@ -21,6 +21,7 @@ from herald.kit.db import any_of, any_of_parameter, dialect_of, each_of_paramete
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
 from herald.models import (
+    EnvironmentVariable,
     Event,
     ExecutionDetail,
     Integration,
@@ -130,6 +131,13 @@ class EngineRepository:
         return (pg_insert if self.session.bind.dialect.name == "postgresql" else sqlite_insert)(table)
 
     # Events and subscribers -------------------------------------------------
+
+    async def environment_variables(self, organization_ids: Iterable[str]) -> Sequence[EnvironmentVariable]:
+        """The variables of these organizations (values of every environment; secrets still sealed)."""
+        result = await self.session.execute(
+            select(EnvironmentVariable).where(EnvironmentVariable.organization_id.in_(set(organization_ids)))
+        )
+        return result.scalars().all()
 
     async def get_event(self, event_id: str) -> Event | None:
         return await self.session.get(Event, event_id)

@@ -31,10 +31,10 @@ from herald.engine.preferences import StepPreferences, evaluate, needs_preferenc
 from herald.engine.queue import JobLost
 from herald.engine.repository import EngineRepository, detail_row
 from herald.engine.steps import STEP_RUNNERS
-from herald.engine.steps.base import Detail, EngineSettings, StepContext, StepOutcome
+from herald.engine.steps.base import Detail, EngineSettings, StepContext, StepOutcome, steps_reading_env
 from herald.engine.templates import give_way, on_loop_only
 from herald.inbox.repository import UNSNOOZE_JOB
-from herald.kit.crypto import SecretBox
+from herald.kit.crypto import SecretBox, SecretKeyMismatch
 from herald.kit.db import without_transaction
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
@@ -239,6 +239,7 @@ class JobRunner:
             contexts.append((self._context(job, event, subscriber, await _tenant_of(repository, event, tenants), None), rows))
         await _read_preferences(repository, [ctx for ctx, _ in contexts])
         await apply_translations(repository.session, [ctx for ctx, _ in contexts])
+        await _read_environment_variables(repository, [ctx for ctx, _ in contexts])
         for ctx, rows in contexts:
             first, job = rows[0], ctx.job
             try:
@@ -409,6 +410,7 @@ class JobRunner:
                 contexts.append(self._context(job, event, subscriber, await _tenant_of(repository, event, tenants), digest))
             await _read_preferences(repository, contexts)
             await apply_translations(session, contexts)
+            await _read_environment_variables(repository, contexts)
         for job, reason in orphans:
             await self._guarded(job, partial(self._fail_orphan, job, reason))
         return contexts
@@ -655,6 +657,32 @@ async def _tenant_of(
         row = await repository.get_tenant(*key)
         known[key] = {"identifier": key[1], "name": row.name if row else None, "data": (row.data if row else None) or {}}
     return known[key]
+
+
+async def _read_environment_variables(repository: EngineRepository, contexts: Sequence[StepContext]) -> None:
+    """Give each step that may read ``{{env.KEY}}`` the variables of its run's environment: one read for them all.
+
+    A secret's value is opened here, for the render only; one that cannot be
+    opened (sealed under another HERALD_SECRET_KEY) is left out, as an unset
+    variable is: it renders empty.
+    """
+    wanted = steps_reading_env(list(contexts))
+    if not wanted:
+        return
+    variables = await repository.environment_variables(ctx.job.organization_id for ctx in wanted)
+    for ctx in wanted:
+        env: dict[str, str] = {}
+        for variable in variables:
+            if variable.organization_id != ctx.job.organization_id:
+                continue
+            stored = (variable.values or {}).get(ctx.job.environment_id)
+            if stored is None:
+                continue
+            try:
+                env[variable.key] = ctx.box.open(stored) if variable.is_secret else stored
+            except SecretKeyMismatch:
+                logger.warning("environment variable %s cannot be opened: HERALD_SECRET_KEY differs", variable.key)
+        ctx.env = env
 
 
 async def _read_preferences(repository: EngineRepository, contexts: Sequence[StepContext]) -> None:

@@ -9,7 +9,9 @@ A template sees these variables (see docs/templates.md):
   of the same name);
 * ``step``: ``digest`` (bool), ``events`` (the digested payloads) and
   ``total_count``;
-* ``tenant`` and ``actor`` when the trigger carried them; ``branding`` when known.
+* ``tenant`` and ``actor`` when the trigger carried them; ``branding`` when known;
+* ``env``: the organization's environment variables, each as its value for the
+  environment of the run (``{{env.BASE_URL}}``, herald/environment_variables).
 
 Undefined variables render as empty strings; malformed templates raise
 :class:`TemplateError`. Compiled templates are cached (LRU) by source text.
@@ -64,7 +66,7 @@ __all__ = [
     "translate_handlebars",
 ]
 
-NAMESPACES = frozenset({"subscriber", "payload", "step", "tenant", "actor", "branding"})
+NAMESPACES = frozenset({"subscriber", "payload", "step", "tenant", "actor", "branding", "env"})
 """Top-level variables that are never shadowed by payload keys."""
 
 COMPILED_CACHE_SIZE = 2048

@@ -62,10 +62,14 @@ async def update_environment(
 
 @router.delete("/v1/environments/{environmentId}", response_class=Response, summary="Delete an environment")
 async def delete_environment(
-    environmentId: EnvironmentIdPath, session: SessionDep, principal: PrincipalDep
-) -> Response:  # noqa: N803
-    """Refused for Development and Production; anything else goes with everything in it."""
+    environmentId: EnvironmentIdPath,  # noqa: N803
+    request: Request,
+    session: SessionDep,
+    principal: PrincipalDep,
+) -> Response:
+    """Refused for Development and Production; anything else goes with everything in it, its keys too."""
     await service.delete(session, principal, environmentId)
+    request.app.state.api_keys.forget_environment(environmentId)
     return Response(status_code=200)
 
 

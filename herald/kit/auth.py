@@ -131,6 +131,12 @@ class ApiKeyResolver:
             self._latest_revocation = max(self._latest_revocation, revoked_at)
         return dropped
 
+    def forget_environment(self, environment_id: str) -> None:
+        """Drop this process's cached keys of an environment being deleted (others expire after the TTL)."""
+        for key_hash, (principal, _) in list(self._cache.items()):
+            if principal.environment_id == environment_id:
+                self._cache.pop(key_hash, None)
+
     async def watch_revocations(self, stop: asyncio.Event, interval: float) -> None:
         """Run :meth:`drop_revoked` every ``interval`` seconds until ``stop`` is set.
 

@@ -57,7 +57,7 @@ MAX_TRIGGER_IDENTIFIER_LENGTH = 300
 # ---------------------------------------------------------------------------
 
 # Namespaces the renderer fills itself; anything else written bare is payload.
-SYSTEM_NAMESPACES = frozenset({"subscriber", "actor", "step", "branding", "tenant", "payload"})
+SYSTEM_NAMESPACES = frozenset({"subscriber", "actor", "step", "branding", "tenant", "payload", "env"})
 # Block helpers that keep the surrounding context; every other block (each,
 # with, and helpers such as groupBy) renders its body against something else,
 # so bare names inside it are not payload keys.

@@ -48,6 +48,9 @@ class StepContext:
     # The subscriber's preferences that bear on this step, read by the runner
     # for a channel step of a workflow that is not critical (None otherwise).
     preferences: StepPreferences | None = None
+    # The environment variables a step that reads ``env`` sees, by key, opened
+    # (read by the runner only for such steps: see steps_reading_env).
+    env: dict[str, str] | None = None
 
     @property
     def template(self) -> dict[str, Any]:
@@ -79,7 +82,7 @@ class StepContext:
         }
 
     def variables(self) -> dict[str, Any]:
-        """What templates see: subscriber, payload, step (digest), tenant, actor."""
+        """What templates see: subscriber, payload, step (digest), tenant, actor, env."""
         digest = self.digest or {}
         return {
             "subscriber": self.subscriber_fields(),
@@ -91,6 +94,7 @@ class StepContext:
             },
             "tenant": self.tenant or {},
             "actor": self.event.actor or {},
+            "env": self.env or {},
         }
 
     def new_message(self, channel: str, **fields: Any) -> Message:
@@ -126,6 +130,22 @@ class StepContext:
 
 
 _new_message = Message.__mapper__.class_manager.new_instance
+
+
+def _mentions_env(value: Any) -> bool:
+    if isinstance(value, str):
+        return "env" in value
+    if isinstance(value, dict):
+        return any(_mentions_env(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_mentions_env(item) for item in value)
+    return False
+
+
+def steps_reading_env(contexts: list[StepContext]) -> list[StepContext]:
+    """The steps whose texts name ``env`` somewhere: only for them are the variables read (a substring
+    test over the step's strings, so a step that may read one is never left without them)."""
+    return [ctx for ctx in contexts if _mentions_env(ctx.step)]
 
 
 @dataclass

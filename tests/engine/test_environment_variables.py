@@ -1,0 +1,58 @@
+"""{{env.KEY}} in step templates: the variable's value for the environment of the run."""
+
+from __future__ import annotations
+
+import httpx
+from fastapi import FastAPI
+
+from herald.engine.worker import Worker
+from tests.conftest import Tenancy
+from tests.engine.conftest import jobs_of, messages_of, trigger
+from tests.fixtures.builders import create_subscriber, create_workflow
+
+
+async def _variable(api: httpx.AsyncClient, key: str, values: dict[str, str], *, secret: bool = False) -> None:
+    body = {
+        "key": key,
+        "isSecret": secret,
+        "values": [{"_environmentId": env, "value": v} for env, v in values.items()],
+    }
+    response = await api.post("/v1/environment-variables", json=body)
+    assert response.status_code == 200, response.text
+
+
+async def test_env_variables_render_with_the_value_of_the_runs_environment(
+    api: httpx.AsyncClient, production_api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    await _variable(
+        api,
+        "BASE_URL",
+        {tenancy.environment_id: "https://dev.test", tenancy.production_environment_id: "https://prod.test"},
+    )
+    await _variable(api, "TOKEN", {tenancy.environment_id: "dev-token-123"}, secret=True)
+    # The first in-app step runs within the expansion, the second as a step job of its own: both read env.
+    steps = [
+        {"name": "first", "template": {"type": "in_app", "content": "Open {{env.BASE_URL}}/a?t={{ env.TOKEN }}"}},
+        {"name": "second", "template": {"type": "in_app", "content": "{{env.BASE_URL}}/b [{{env.MISSING}}]"}},
+    ]
+    workflow = await create_workflow(api, steps=steps)
+    identifier = workflow["triggers"][0]["identifier"]
+    # env.* are not payload variables the trigger must send.
+    assert [v["name"] for v in workflow["triggers"][0]["variables"]] == []
+    subscriber = await create_subscriber(api)
+    result = await trigger(api, identifier, subscriber["subscriberId"])
+    for _ in range(5):
+        await worker.run_until_idle()
+    assert {job.status for job in await jobs_of(app, result["transactionId"])} == {"completed"}
+    messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert sorted(m.content for m in messages) == ["Open https://dev.test/a?t=dev-token-123", "https://dev.test/b []"]
+
+    # Published to Production, the same workflow renders Production's values (and none for TOKEN there).
+    published = await api.post(f"/v2/environments/{tenancy.production_environment_id}/publish", json={})
+    assert published.status_code == 200, published.text
+    prod_subscriber = await create_subscriber(production_api)
+    result = await trigger(production_api, identifier, prod_subscriber["subscriberId"])
+    for _ in range(5):
+        await worker.run_until_idle()
+    messages = await messages_of(app, tenancy.production_environment_id, transaction_id=result["transactionId"])
+    assert sorted(m.content for m in messages) == ["Open https://prod.test/a?t=", "https://prod.test/b []"]

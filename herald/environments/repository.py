@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.models import Base, Environment, NotificationGroup, Workflow
+from herald.models import Base, Environment, EnvironmentVariable, NotificationGroup, Workflow
 
 
 class EnvironmentRepository:
@@ -51,6 +51,13 @@ class EnvironmentRepository:
         for table in reversed(Base.metadata.sorted_tables):
             if "environment_id" in table.c:
                 await self.session.execute(delete(table).where(table.c.environment_id == environment.id))
+        # Environment variables are the organization's: only this environment's values go.
+        variables = await self.session.execute(
+            select(EnvironmentVariable).where(EnvironmentVariable.organization_id == environment.organization_id)
+        )
+        for variable in variables.scalars():
+            if environment.id in (variable.values or {}):
+                variable.values = {key: value for key, value in variable.values.items() if key != environment.id}
         await self.session.delete(environment)
         await self.session.flush()
 

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 
 from herald.engine.worker import Worker
 from tests.conftest import Tenancy
-from tests.engine.conftest import jobs_of, messages_of, trigger
+from tests.engine.conftest import jobs_of, messages_of, statements_while, trigger
 from tests.fixtures.builders import create_subscriber, create_workflow
 
 
@@ -56,3 +56,16 @@ async def test_env_variables_render_with_the_value_of_the_runs_environment(
         await worker.run_until_idle()
     messages = await messages_of(app, tenancy.production_environment_id, transaction_id=result["transactionId"])
     assert sorted(m.content for m in messages) == ["Open https://prod.test/a?t=", "https://prod.test/b []"]
+
+
+async def test_steps_that_do_not_name_env_read_no_variables(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    await _variable(api, "BASE_URL", {tenancy.environment_id: "https://dev.test"})
+    plain = await create_workflow(api, steps=[{"name": "inbox", "template": {"type": "in_app", "content": "Hello"}}])
+    subscriber = await create_subscriber(api)
+    result = await trigger(api, plain["triggers"][0]["identifier"], subscriber["subscriberId"])
+    reads = await statements_while(app, worker.run_until_idle(), lambda sql: "environment_variables" in sql)
+    assert reads == []
+    messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert [m.content for m in messages] == ["Hello"]

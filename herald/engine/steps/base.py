@@ -134,7 +134,7 @@ _new_message = Message.__mapper__.class_manager.new_instance
 
 def _mentions_env(value: Any) -> bool:
     if isinstance(value, str):
-        return "env" in value
+        return "env." in value or "env[" in value
     if isinstance(value, dict):
         return any(_mentions_env(item) for item in value.values())
     if isinstance(value, list):
@@ -143,8 +143,8 @@ def _mentions_env(value: Any) -> bool:
 
 
 def steps_reading_env(contexts: list[StepContext]) -> list[StepContext]:
-    """The steps whose texts name ``env`` somewhere: only for them are the variables read (a substring
-    test over the step's strings, so a step that may read one is never left without them)."""
+    """The steps whose texts name ``env.`` or ``env[`` somewhere: only for them are the variables read
+    (a substring test over the step's strings, so a step that may read one is never left without them)."""
     return [ctx for ctx in contexts if _mentions_env(ctx.step)]
 
 

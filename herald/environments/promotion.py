@@ -25,6 +25,10 @@ A kind (:class:`PromotableKind`) says four things about its resource:
 * ``remove(session, existing, target)``: take the target's item away (it is no
   longer in the source).
 
+A kind may also have ``part_changes(source, target)``: the changes of an
+item's parts (a workflow's steps) as :class:`PartChange`, listed in the diff
+after the item's own change (Novu lists a workflow's steps so).
+
 Kinds run inside the request's transaction and never commit. ``copy`` and
 ``remove`` may raise a herald.kit.errors exception: that one item is reported
 failed and the others are still published.
@@ -55,6 +59,22 @@ class PromotableItem:
     updated_at: datetime | None = None
     # The kind's own loaded row, for its copy and remove; never compared.
     row: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass
+class PartChange:
+    """A change to one part of an item (a step of a workflow): ``index``es are its places in each item."""
+
+    action: str  # added | modified | deleted | moved | unchanged
+    part_type: str | None
+    source_id: str | None = None
+    source_name: str | None = None
+    target_id: str | None = None
+    target_name: str | None = None
+    previous_index: int | None = None
+    new_index: int | None = None
+    previous: dict[str, Any] | None = None
+    new: dict[str, Any] | None = None
 
 
 class PromotableKind(Protocol):
@@ -170,6 +190,17 @@ async def publish(session: AsyncSession, changes: list[Change], target: Environm
 
 # --------------------------------------------------------------------------- workflows
 
+# A step's identities: made anew in each environment a step is created in, kept by a published copy.
+_STEP_IDS = frozenset({"_id", "uuid", "_templateId", "_parentId"})
+
+
+def _without_ids(step: dict[str, Any]) -> dict[str, Any]:
+    """A step (and its variants) as compared: two environments' steps made alike are alike."""
+    bare = {key: value for key, value in step.items() if key not in _STEP_IDS}
+    if isinstance(bare.get("variants"), list):
+        bare["variants"] = [_without_ids(v) if isinstance(v, dict) else v for v in bare["variants"]]
+    return bare
+
 
 class WorkflowKind:
     """Workflows, keyed by trigger identifier; a copy keeps the steps (and their ids) as they are.
@@ -197,6 +228,54 @@ class WorkflowKind:
             for workflow in await repository.workflows_of(environment.id)
         }
 
+    def part_changes(self, source: PromotableItem | None, target: PromotableItem | None) -> list[PartChange]:
+        """The steps: matched by ``uuid`` (a published step keeps it), else by name; compared without ids."""
+        mine: list[dict[str, Any]] = list(source.row.steps or []) if source is not None else []
+        theirs: list[dict[str, Any]] = list(target.row.steps or []) if target is not None else []
+        unmatched = dict(enumerate(theirs))
+        changes = []
+        for index, step in enumerate(mine):
+            match = next((j for j, other in unmatched.items() if other.get("uuid") == step.get("uuid")), None)
+            if match is None:
+                match = next((j for j, other in unmatched.items() if other.get("name") == step.get("name")), None)
+            kind = (step.get("template") or {}).get("type")
+            if match is None:
+                changes.append(
+                    PartChange(
+                        "added", kind, step.get("_id"), step.get("name"), new_index=index, new=_without_ids(step)
+                    )
+                )
+                continue
+            other = unmatched.pop(match)
+            before, after = _without_ids(other), _without_ids(step)
+            action = "modified" if before != after else "moved" if match != index else "unchanged"
+            changes.append(
+                PartChange(
+                    action,
+                    kind,
+                    step.get("_id"),
+                    step.get("name"),
+                    other.get("_id"),
+                    other.get("name"),
+                    previous_index=match,
+                    new_index=index,
+                    previous=before if action == "modified" else None,
+                    new=after if action == "modified" else None,
+                )
+            )
+        for index, other in unmatched.items():
+            changes.append(
+                PartChange(
+                    "deleted",
+                    (other.get("template") or {}).get("type"),
+                    target_id=other.get("_id"),
+                    target_name=other.get("name"),
+                    previous_index=index,
+                    previous=_without_ids(other),
+                )
+            )
+        return changes
+
     @staticmethod
     def _content(workflow: Workflow, group_name: str | None) -> dict[str, Any]:
         return {
@@ -210,7 +289,7 @@ class WorkflowKind:
             "preferenceSettings": dict(workflow.preference_settings or {}),
             "data": workflow.data,
             "notificationGroup": group_name,
-            "steps": list(workflow.steps or []),
+            "steps": [_without_ids(step) for step in workflow.steps or []],
         }
 
     async def _group_in(self, session: AsyncSession, target: Environment, name: str | None) -> str:

@@ -77,6 +77,9 @@ class ResourceDiff(Schema):
     sourceResource: ResourceInfo | None = None
     targetResource: ResourceInfo | None = None
     diffs: ResourceChanges | None = optional_field()
+    stepType: str | None = optional_field()
+    previousIndex: int | None = optional_field()
+    newIndex: int | None = optional_field()
 
 
 class DiffSummary(Schema):

@@ -152,6 +152,19 @@ def _info(item: promotion.PromotableItem | None) -> ResourceInfo | None:
     return ResourceInfo(id=item.id, name=item.name, updatedAt=isoformat(item.updated_at))
 
 
+def _part_diff(kind: promotion.PromotableKind, part: promotion.PartChange) -> ResourceDiff:
+    return ResourceDiff(
+        resourceType=kind.resource_type,
+        action=part.action,
+        sourceResource=ResourceInfo(id=part.source_id, name=part.source_name) if part.source_id else None,
+        targetResource=ResourceInfo(id=part.target_id, name=part.target_name) if part.target_id else None,
+        diffs=ResourceChanges(previous=part.previous, new=part.new) if part.action != "unchanged" else None,
+        stepType=part.part_type,
+        previousIndex=part.previous_index,
+        newIndex=part.new_index,
+    )
+
+
 async def diff(
     session: AsyncSession, principal: Principal, target_id: str, request: DiffEnvironmentRequest
 ) -> DiffEnvironmentResponse:
@@ -159,28 +172,34 @@ async def diff(
     changes = await promotion.compare(session, source, target)
     resources = []
     for change in changes:
-        counts = {"added": 0, "modified": 0, "deleted": 0, "unchanged": 0}
-        counts[change.action] += 1
         detail = None
         if change.action != "unchanged":
             detail = ResourceChanges(
                 previous=change.target.content if change.target else None,
                 new=change.source.content if change.source else None,
             )
+        entries = [
+            ResourceDiff(
+                resourceType=change.kind.resource_type,
+                action=change.action,
+                sourceResource=_info(change.source),
+                targetResource=_info(change.target),
+                diffs=detail,
+            )
+        ]
+        part_changes = getattr(change.kind, "part_changes", None)
+        if part_changes is not None:
+            entries += [_part_diff(change.kind, part) for part in part_changes(change.source, change.target)]
+        counts = {"added": 0, "modified": 0, "deleted": 0, "unchanged": 0}
+        for entry in entries:
+            # A step that only moved counts as modified: its workflow changed.
+            counts["modified" if entry.action == "moved" else entry.action] += 1
         resources.append(
             ResourceDiffResult(
                 resourceType=change.kind.resource_type,
                 sourceResource=_info(change.source),
                 targetResource=_info(change.target),
-                changes=[
-                    ResourceDiff(
-                        resourceType=change.kind.resource_type,
-                        action=change.action,
-                        sourceResource=_info(change.source),
-                        targetResource=_info(change.target),
-                        diffs=detail,
-                    )
-                ],
+                changes=entries,
                 summary=DiffSummary(**counts),
             )
         )

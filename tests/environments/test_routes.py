@@ -215,3 +215,26 @@ async def test_a_published_development_workflow_triggers_in_production(
     after = await production_api.post("/v1/events/trigger", json=body)
     assert after.status_code == 201, after.text
     assert after.json()["data"]["status"] == "processed"
+
+
+async def test_diff_lists_the_steps_of_a_modified_workflow(api: httpx.AsyncClient, tenancy: Tenancy) -> None:
+    prod = tenancy.production_environment_id
+    workflow = await create_workflow(api, name=unique("steps"))
+    assert (await api.post(f"/v2/environments/{prod}/publish", json={})).status_code == 200
+    unchanged = (await api.post(f"/v2/environments/{prod}/diff", json={})).json()["data"]
+    assert [c["action"] for c in unchanged["resources"][0]["changes"]] == ["unchanged", "unchanged"]
+    steps = [
+        {"name": "inbox", "template": {"type": "in_app", "content": "Changed {{payload.name}}"}},
+        {"name": "mail", "template": {"type": "email", "subject": "Hi", "content": "Hello"}},
+    ]
+    assert (await api.put(f"/v1/workflows/{workflow['_id']}", json={"steps": steps})).status_code == 200
+    diff = (await api.post(f"/v2/environments/{prod}/diff", json={})).json()["data"]
+    (resource,) = diff["resources"]
+    workflow_change, *step_changes = resource["changes"]
+    assert workflow_change["action"] == "modified"
+    assert [(c["action"], c["stepType"], c.get("previousIndex"), c["newIndex"]) for c in step_changes] == [
+        ("modified", "in_app", 0, 0),
+        ("added", "email", None, 1),
+    ]
+    assert step_changes[0]["diffs"]["new"]["template"]["content"] == "Changed {{payload.name}}"
+    assert resource["summary"] == {"added": 1, "modified": 2, "deleted": 0, "unchanged": 0}

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.environments.repository import EnvironmentRepository
@@ -183,6 +184,10 @@ async def publish(session: AsyncSession, changes: list[Change], target: Environm
                         await change.kind.copy(session, change.source, target, change.target)
             except HeraldError as exc:
                 outcomes.append(Outcome(change, "failed", str(exc.message)))
+                continue
+            except IntegrityError:
+                # A concurrent write took the item's key in the target first.
+                outcomes.append(Outcome(change, "failed", f"{change.item.key} was changed in the target meanwhile"))
                 continue
         outcomes.append(Outcome(change, "successful", SYNC_ACTIONS[change.action]))
     return outcomes

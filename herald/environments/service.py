@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.environments import promotion
@@ -94,7 +95,11 @@ async def create(
         await require_environment(session, principal, request.parentId)
     if await repository.name_taken(principal.organization_id, name):
         raise ConflictError(f"Environment with name {name} already exists")
-    made = await create_environment(session, principal.organization_id, name, box)
+    try:
+        async with session.begin_nested():
+            made = await create_environment(session, principal.organization_id, name, box)
+    except IntegrityError as exc:  # a concurrent request made it first
+        raise ConflictError(f"Environment with name {name} already exists") from exc
     return to_schema(made.environment, await repository.list(principal.organization_id), made.api_key)
 
 
@@ -118,7 +123,10 @@ async def update(
         if await repository.identifier_taken(request.identifier, excluding_id=environment.id):
             raise ConflictError(f"Environment with identifier {request.identifier} already exists")
         environment.identifier = request.identifier
-    await session.flush()
+    try:
+        await session.flush()
+    except IntegrityError as exc:  # a concurrent request took the name or identifier first
+        raise ConflictError("Environment name or identifier already exists") from exc
     return to_schema(environment, await repository.list(principal.organization_id))
 
 

@@ -1,7 +1,7 @@
 """environment variables
 
 Revision ID: 0013
-Revises: 0009
+Revises: 0012
 Create Date: 2026-11-25
 
 Novu's environment variables (herald/environment_variables): one row a key of
@@ -17,7 +17,7 @@ from sqlalchemy.dialects import postgresql
 import herald.models.base
 
 revision = '0013'
-down_revision = '0009'
+down_revision = '0012'
 branch_labels = None
 depends_on = None
 

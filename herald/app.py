@@ -53,6 +53,7 @@ def _routers() -> list[APIRouter]:
     from herald.inbox.routes import router as inbox
     from herald.inbox.v2_routes import router as subscriber_notifications
     from herald.integrations.routes import router as integrations
+    from herald.layouts.routes import router as layouts
     from herald.messages.routes import router as messages
     from herald.notifications.routes import router as notifications
     from herald.preferences.routes import router as preferences
@@ -64,7 +65,7 @@ def _routers() -> list[APIRouter]:
 
     # Routes are matched in order, every route of every router before the right one
     # is tried: the trigger routes, the hot path, come first.
-    return [events, health, integrations, workflows, subscribers, preferences, topics, tenants, messages, notifications, inbox, subscriber_notifications, translations, environments, environment_variables]
+    return [events, health, integrations, workflows, subscribers, preferences, topics, tenants, messages, notifications, inbox, subscriber_notifications, translations, environments, environment_variables, layouts]
 
 
 class HeraldApp(FastAPI):

@@ -978,7 +978,8 @@ _TEXT_ALIGN = {"left", "center", "right"}
 _HEX_COLOR = re.compile(r"#[0-9a-fA-F]{3}(?:[0-9a-fA-F]{3})?")
 DEFAULT_BUTTON_COLOR = "#2563eb"
 _FONT = "-apple-system,BlinkMacSystemFont,'Segoe UI',Roboto,Helvetica,Arial,sans-serif"
-_LAYOUT_BODY = re.compile(r"\{\{\{?[~-]?\s*body\b")
+# Where a layout places the email: Novu's v1 layouts write {{{body}}}, its v2 layouts {{content}}.
+_LAYOUT_BODY = re.compile(r"\{\{\{?[~-]?\s*(?:body|content)\b")
 _FULL_DOCUMENT = re.compile(r"^\s*(?:<!--.*?-->\s*)*<(?:!doctype|html)\b", re.I | re.S)
 
 
@@ -1090,7 +1091,8 @@ def render_email(
     ``content`` is custom HTML (contentType customHtml) or a list of EmailBlock
     objects (``text`` blocks become paragraphs, ``button`` blocks links styled as
     buttons). The body is placed in ``layout`` when given (a template that must
-    output ``{{{body}}}``; it also sees ``subject`` and ``preheader``), otherwise in
+    output ``{{{body}}}`` or ``{{content}}``, both the rendered HTML, unescaped; it
+    also sees ``subject`` and ``preheader``), otherwise in
     a responsive default layout, except custom HTML that is already a whole
     document (``<html>``/``<!DOCTYPE>``), which is sent as written. The text part
     comes from the blocks, or from the custom HTML with its tags stripped.
@@ -1111,13 +1113,13 @@ def render_email(
 
     if layout is not None:
         if not isinstance(layout, str) or not _LAYOUT_BODY.search(layout):
-            raise TemplateError("email layout must output the content with {{{body}}}")
+            raise TemplateError("email layout must output the content with {{{body}}} or {{content}}")
         try:
             document = _render(
                 layout,
                 context,
                 autoescape=True,
-                extra={"body": Markup(body), "subject": rendered_subject, "preheader": rendered_preheader},
+                extra={"body": Markup(body), "content": Markup(body), "subject": rendered_subject, "preheader": rendered_preheader},
             )
         except TemplateError as err:
             raise TemplateError(f"email layout: {err.message}", line=err.line, column=err.column, limit=err.limit) from None

@@ -5,6 +5,7 @@ from herald.models.environment_variable import EnvironmentVariable
 from herald.models.event import Event, ExecutionDetail, Job, Notification
 from herald.models.integration import Integration
 from herald.models.integration_health import IntegrationHealth
+from herald.models.layout import Layout
 from herald.models.message import IdempotencyRecord, Message
 from herald.models.organization import ApiKey, Environment, NotificationGroup, Organization
 from herald.models.preference import SubscriberPreference
@@ -23,6 +24,7 @@ __all__ = [
     "Integration",
     "IntegrationHealth",
     "Job",
+    "Layout",
     "Message",
     "Notification",
     "NotificationGroup",

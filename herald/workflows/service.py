@@ -347,6 +347,15 @@ def _check_content(template: MessageTemplate, loc: Loc) -> list[dict[str, Any]]:
     return []
 
 
+def _stored_template(template: MessageTemplate) -> dict[str, Any]:
+    """The template as stored: absent fields left out, except an email's ``layoutId: null``, which
+    is kept (it opts the step out of the environment's default layout; absent, the default applies)."""
+    stored = template.model_dump(by_alias=True, exclude_none=True)
+    if template.type == "email" and "layoutId" in template.model_fields_set and template.layoutId is None:
+        stored["layoutId"] = None
+    return stored
+
+
 def _versions_by_id(steps: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """A workflow's stored steps and variants by ``_id``: an update that sends one back keeps its identity."""
     found: dict[str, dict[str, Any]] = {}
@@ -372,7 +381,7 @@ def _build_version(
         "_templateId": request.template_id or previous.get("_templateId") or new_id(),
         "active": True if request.active is None else request.active,
         "shouldStopOnFail": bool(request.shouldStopOnFail),
-        "template": template.model_dump(by_alias=True, exclude_none=True),
+        "template": _stored_template(template),
         "filters": [item.model_dump(by_alias=True) for item in request.filters or []],
         "metadata": metadata,
         "replyCallback": request.replyCallback.model_dump(by_alias=True, exclude_none=True)

@@ -301,7 +301,7 @@ def test_email_layout_body_may_use_double_braces() -> None:
 
 
 def test_email_layout_without_body_raises() -> None:
-    with pytest.raises(TemplateError, match=r"layout must output the content with \{\{\{body\}\}\}"):
+    with pytest.raises(TemplateError, match=r"layout must output the content with \{\{\{body\}\}\} or \{\{content\}\}"):
         render_email("x", "s", CONTEXT, layout="<html></html>")
 
 

@@ -1,8 +1,17 @@
-"""The email step: render, choose the integration, send to subscriber.email (failing over to the channel's next)."""
+"""The email step: render, choose the integration, send to subscriber.email (failing over to the channel's next).
+
+The email is wrapped in a layout (herald/layouts): the one its template names
+(``layoutId``, by identifier or id), else the environment's default layout;
+``layoutId: null`` written on the template opts out of both. The layouts come
+from a per-process snapshot of the environment's (herald/layouts/cache.py), so
+an environment without layouts costs no query per message. A named layout that
+no longer exists is not an error: the email goes without it, and the step's
+execution details say so.
+"""
 
 from __future__ import annotations
 
-from herald.engine.steps.base import StepContext, StepOutcome
+from herald.engine.steps.base import Detail, StepContext, StepOutcome
 from herald.engine.steps.delivery import (
     deliver_with_failover,
     failover_order,
@@ -12,24 +21,45 @@ from herald.engine.steps.delivery import (
     select_integration,
 )
 from herald.engine.templates import TemplateError, render_bounded, render_email
+from herald.layouts.cache import CachedLayout, layout_cache
 from herald.models import Integration
 from herald.providers.base import EmailMessage
+
+
+async def choose_layout(ctx: StepContext) -> tuple[CachedLayout | None, Detail | None]:
+    """The layout that wraps this email, and a warning when the one named is gone."""
+    template = ctx.template
+    if "layoutId" in template and template["layoutId"] is None:
+        return None, None
+    layouts = await layout_cache.get(ctx.sessionmaker, ctx.job.environment_id)
+    named = template.get("layoutId")
+    if isinstance(named, str) and named:
+        layout = layouts.find(named)
+        if layout is None:
+            return None, Detail(
+                "Warning", f"Layout {named} no longer exists in this environment (deleted); the email was sent without it"
+            )
+        return layout, None
+    return layouts.default, None
 
 
 async def run(ctx: StepContext) -> StepOutcome:
     if not ctx.subscriber.email:
         return missing_address(ctx, "email", "email address")
     template = ctx.template
+    layout, warning = await choose_layout(ctx)
     try:
         rendered = await render_bounded(
             render_email,
             template.get("content") or "",
             template.get("subject") or "",
             ctx.variables(),
+            layout=layout.content if layout is not None else None,
             preheader=template.get("preheader"),
         )
     except TemplateError as exc:
-        return StepOutcome.failed(f"Template error: {exc}")
+        where = f" (layout {layout.identifier})" if layout is not None and "layout" in exc.message else ""
+        return StepOutcome.failed(f"Template error{where}: {exc}")
     candidates, already = await load_candidates(ctx, "email")
     integration, reason = select_integration(ctx, "email", [pair[0] for pair in candidates])
     if integration is None:
@@ -51,4 +81,7 @@ async def run(ctx: StepContext) -> StepOutcome:
         )
         return message, send
 
-    return await deliver_with_failover(ctx, "email", failover_order(ctx, integration, candidates), build, already)
+    outcome = await deliver_with_failover(ctx, "email", failover_order(ctx, integration, candidates), build, already)
+    if warning is not None:
+        outcome.details.insert(0, warning)
+    return outcome

@@ -34,15 +34,6 @@ def _name(value: Any) -> Any:
     return value.strip()
 
 
-class TemplateVariable(Schema):
-    """A variable of a v1 layout's content, as Novu's ITemplateVariable."""
-
-    name: str
-    type: str | None = None
-    required: bool | None = None
-    defaultValue: Any = None
-
-
 # --------------------------------------------------------------------------- v1
 
 

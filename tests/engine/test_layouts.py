@@ -81,9 +81,19 @@ async def v2_layout(api: httpx.AsyncClient, layout_id: str, body: str = V2_LAYOU
     return updated.json()["data"]
 
 
-async def send(api: httpx.AsyncClient, app: FastAPI, worker: Worker, workflow: dict[str, Any], **payload: Any) -> str:
+async def send(
+    api: httpx.AsyncClient,
+    app: FastAPI,
+    worker: Worker,
+    workflow: dict[str, Any],
+    overrides: dict[str, Any] | None = None,
+    **payload: Any,
+) -> str:
     subscriber = await create_subscriber(api, email="ada@example.com", firstName="Ada")
-    result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "A-1", **payload})
+    extra = {"overrides": overrides} if overrides is not None else {}
+    result = await trigger(
+        api, name_of(workflow), subscriber["subscriberId"], payload={"order": "A-1", **payload}, **extra
+    )
     [job] = await settle(worker, app, result["transactionId"])
     assert job.status == "completed", job.status
     return str(result["transactionId"])
@@ -149,7 +159,7 @@ async def test_a_deleted_layout_is_left_out_and_the_details_say_so(
     html = html_of(smtp.received[1])
     assert "v2 footer" not in html and "<p>Order A-1</p>" in html
     warnings = [d.detail for d in await details_of(app, transaction) if d.status == "Warning"]
-    assert warnings == ["Layout brand no longer exists in this environment (deleted); the email was sent without it"]
+    assert warnings == ["Layout brand was not found in this environment (deleted?); the email was sent without it"]
     [message] = await messages_of(app, tenancy.environment_id, transaction_id=transaction)
     assert message.status == "sent"
 
@@ -170,3 +180,21 @@ async def test_an_environment_without_layouts_reads_them_once_not_per_email(
     reads = await statements_while(app, deliver_all(), lambda statement: "FROM layouts" in statement)
     assert len(smtp.received) == 3
     assert len(reads) == 1, reads
+
+
+async def test_the_triggers_overrides_name_the_layout_or_opt_out(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, smtp: SmtpPeer
+) -> None:
+    await smtp_integration(api, smtp)
+    await v1_layout(api, "first")
+    await v2_layout(api, "brand")
+    workflow = await create_workflow(api, steps=[email_step()])
+    await send(api, app, worker, workflow, overrides={"layoutIdentifier": "brand"}, brand="Acme")
+    assert "v2 footer" in html_of(smtp.received[0])
+    await send(
+        api, app, worker, workflow, overrides={"channels": {"email": {"layoutId": None}}, "layoutIdentifier": "brand"}
+    )
+    opted_out = html_of(smtp.received[1])
+    assert "v2 footer" not in opted_out and "v1 footer" not in opted_out and "<p>Order A-1</p>" in opted_out
+    await send(api, app, worker, workflow)
+    assert "v1 footer" in html_of(smtp.received[2])

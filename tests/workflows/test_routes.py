@@ -198,7 +198,8 @@ async def test_create_with_every_field(api: httpx.AsyncClient) -> None:
     assert second["filters"] == filters
     assert second["replyCallback"] == {"active": True, "url": "https://example.com/reply"}
     assert second["template"]["customKey"] == {"kept": True}
-    assert "layoutId" not in second["template"]
+    # An email's layoutId: null is kept: it opts the step out of the environment's default layout.
+    assert second["template"]["layoutId"] is None
     assert second["template"]["content"][1]["styles"] == {"textAlign": "center"}
     [variant] = second["variants"]
     assert OBJECT_ID.match(variant["_id"]) and OBJECT_ID.match(variant["_templateId"])

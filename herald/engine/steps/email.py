@@ -26,18 +26,42 @@ from herald.models import Integration
 from herald.providers.base import EmailMessage
 
 
-async def choose_layout(ctx: StepContext) -> tuple[CachedLayout | None, Detail | None]:
-    """The layout that wraps this email, and a warning when the one named is gone."""
+def _named_layout(ctx: StepContext) -> tuple[bool, object]:
+    """(whether a layout was named, what): from the trigger's overrides, else the template."""
+    overrides = ctx.event.overrides or {}
+    step_id = ctx.step.get("stepId")
+    places: list[object] = []
+    steps = overrides.get("steps")
+    if isinstance(step_id, str) and isinstance(steps, dict):
+        places.append(steps.get(step_id))
+    channels = overrides.get("channels")
+    if isinstance(channels, dict):
+        places.append(channels.get("email"))
+    for place in places:
+        if isinstance(place, dict) and "layoutId" in place:
+            return True, place["layoutId"]
+    if "layoutIdentifier" in overrides:
+        return True, overrides["layoutIdentifier"]
     template = ctx.template
-    if "layoutId" in template and template["layoutId"] is None:
+    return "layoutId" in template, template.get("layoutId")
+
+
+async def choose_layout(ctx: StepContext) -> tuple[CachedLayout | None, Detail | None]:
+    """The layout that wraps this email, and a warning when the one named is gone.
+
+    The trigger's overrides name one first, as Novu reads them: ``steps.<stepId>.layoutId``,
+    then ``channels.email.layoutId``, then ``layoutIdentifier``; then the step's template;
+    then the environment's default. A ``null`` written at any of these places opts out.
+    """
+    found, named = _named_layout(ctx)
+    if found and named is None:
         return None, None
     layouts = await layout_cache.get(ctx.sessionmaker, ctx.job.environment_id)
-    named = template.get("layoutId")
     if isinstance(named, str) and named:
         layout = layouts.find(named)
         if layout is None:
             return None, Detail(
-                "Warning", f"Layout {named} no longer exists in this environment (deleted); the email was sent without it"
+                "Warning", f"Layout {named} was not found in this environment (deleted?); the email was sent without it"
             )
         return layout, None
     return layouts.default, None

@@ -75,7 +75,12 @@ class LayoutCache:
             return entry[1]
         pending = self._loading.get(environment_id)
         if pending is not None and pending.get_loop() is asyncio.get_running_loop():
-            return await asyncio.shield(pending)
+            try:
+                return await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                if not pending.cancelled():
+                    raise  # this step itself was cancelled
+                # The step that was loading was cancelled: load here instead.
         future: asyncio.Future[EnvironmentLayouts] = asyncio.get_running_loop().create_future()
         self._loading[environment_id] = future
         generation = self._generation.get(environment_id, 0)
@@ -84,8 +89,11 @@ class LayoutCache:
         except BaseException as exc:
             if self._loading.get(environment_id) is future:
                 del self._loading[environment_id]
-            future.set_exception(exc)
-            future.exception()  # retrieved: waiters re-raise it, no "never retrieved" warning
+            if isinstance(exc, Exception):
+                future.set_exception(exc)
+                future.exception()  # retrieved: waiters re-raise it, no "never retrieved" warning
+            else:
+                future.cancel()  # waiters load for themselves
             raise
         if self._loading.get(environment_id) is future:
             del self._loading[environment_id]

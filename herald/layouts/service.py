@@ -386,7 +386,8 @@ async def copy_layout(
     Name, description, content, editor type, variables and translation setting
     are copied; the target keeps its own id and creation time. A source that is
     its environment's default becomes the target's default; a non-default
-    source does not take the default away from the target's. The target must
+    source does not take the default away from the target's, but becomes it
+    when the target has none (as an environment's first layout). The target must
     be an environment of the same organization; checking that the caller may
     write to it is the caller's part. Does not commit (the caller's
     transaction does), and drops the engine's cached layouts of the target

@@ -64,17 +64,26 @@ class LayoutRepository:
             return False
         return True
 
-    async def make_default(self, environment_id: str, layout: Layout) -> None:
-        """``layout`` becomes the environment's only default (the others are cleared first, for the unique index)."""
-        await self.session.execute(
-            update(Layout)
-            .where(Layout.environment_id == environment_id, Layout.is_default.is_(True), Layout.id != layout.id)
-            .values(is_default=False)
-            .execution_options(synchronize_session="fetch")
-        )
-        await self.session.flush()
-        layout.is_default = True
-        await self.session.flush()
+    async def make_default(self, environment_id: str, layout: Layout) -> bool:
+        """``layout`` becomes the environment's only default (the others are cleared first, for the unique index).
+
+        False when another transaction made a default meanwhile (the index refused a second one): the
+        layout stays as it was.
+        """
+        try:
+            async with self.session.begin_nested():
+                await self.session.execute(
+                    update(Layout)
+                    .where(Layout.environment_id == environment_id, Layout.is_default.is_(True), Layout.id != layout.id)
+                    .values(is_default=False)
+                    .execution_options(synchronize_session="fetch")
+                )
+                layout.is_default = True
+                await self.session.flush()
+        except IntegrityError:
+            layout.is_default = False
+            return False
+        return True
 
     async def remove(self, environment_id: str, layout: Layout) -> None:
         await self.session.execute(

@@ -110,7 +110,11 @@ def to_v2(layout: Layout) -> LayoutResponseDto:
             "origin": layout.origin if layout.origin in (V1_ORIGIN, V2_ORIGIN) else V2_ORIGIN,
             "type": "REGULAR",
             "controls": {"values": {"email": {"body": layout.content, "editorType": layout.editor_type}}},
-            "variables": {"subscriber": {"type": "object"}, "payload": {"type": "object"}},
+            # What the layout's body may use, as a JSON schema.
+            "variables": {
+                "type": "object",
+                "properties": {"subscriber": {"type": "object"}, "payload": {"type": "object"}},
+            },
         }
     )
 
@@ -142,8 +146,8 @@ async def _insert(session: AsyncSession, layout: Layout, *, make_default: bool) 
     first = not await repository.has_default(layout.environment_id)
     if not await repository.insert(layout):
         raise ConflictError(f"Layout with identifier {layout.identifier} already exists in this environment")
-    if make_default or first:
-        await repository.make_default(layout.environment_id, layout)
+    if (make_default or first) and not await repository.make_default(layout.environment_id, layout) and make_default:
+        raise ConflictError("Another layout was made default at the same time; try again")
     _changed(session, layout.environment_id)
     return layout
 
@@ -233,8 +237,8 @@ async def update_v1(session: AsyncSession, principal: Principal, key: str, body:
     if body.isDefault is False and layout.is_default:
         raise ConflictError("The default layout stays default until another layout is made default")
     await _save(session, layout)
-    if body.isDefault:
-        await LayoutRepository(session).make_default(principal.environment_id, layout)
+    if body.isDefault and not await LayoutRepository(session).make_default(principal.environment_id, layout):
+        raise ConflictError("Another layout was made default at the same time; try again")
     return layout
 
 
@@ -252,7 +256,8 @@ async def delete_v1(session: AsyncSession, principal: Principal, key: str) -> No
 async def set_default(session: AsyncSession, principal: Principal, key: str) -> Layout:
     layout = await require_layout(session, principal, key)
     if not layout.is_default:
-        await LayoutRepository(session).make_default(principal.environment_id, layout)
+        if not await LayoutRepository(session).make_default(principal.environment_id, layout):
+            raise ConflictError("Another layout was made default at the same time; try again")
         layout.updated_at = utcnow()
         _changed(session, principal.environment_id)
     return layout

@@ -1,7 +1,7 @@
 """email layouts
 
 Revision ID: 0014
-Revises: 0009
+Revises: 0013
 Create Date: 2026-11-25
 
 ``layouts`` holds an environment's email layouts (Novu's /v1/layouts and
@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql
 import herald.models.base
 
 revision = '0014'
-down_revision = '0009'
+down_revision = '0013'
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,311 @@
+// The @novu/api operations Herald serves, one entry each: `name` is the SDK path, `run` calls it
+// against the world the Python side made (test_novu_api.py: a subscriber with two in-app messages the
+// engine sent, a workflow, integrations, a topic, a delayed transaction), and `check` asserts on what
+// came back, reading Herald again through the SDK where the operation changed something.
+// Adding an operation is adding one entry here.
+import assert from "node:assert/strict";
+
+const ids = (items) => items.map((item) => item.id);
+
+export const operations = [
+  {
+    name: "trigger",
+    run: (novu, w) => novu.trigger({ workflowId: w.workflow.identifier, to: w.subscriberId, payload: { name: "Node" } }),
+    check: (r) => {
+      assert.equal(r.result.acknowledged, true);
+      assert.equal(r.result.status, "processed");
+      assert.ok(r.result.transactionId);
+    },
+  },
+  {
+    name: "triggerBulk",
+    run: (novu, w) =>
+      novu.triggerBulk({
+        events: [
+          { workflowId: w.workflow.identifier, to: w.subscriberId },
+          { workflowId: w.workflow.identifier, to: w.otherSubscriberId },
+        ],
+      }),
+    check: (r) => {
+      assert.deepEqual(r.result.map((item) => item.status), ["processed", "processed"]);
+      assert.notEqual(r.result[0].transactionId, r.result[1].transactionId);
+    },
+  },
+  {
+    name: "triggerBroadcast",
+    run: (novu, w) => novu.triggerBroadcast({ name: w.workflow.identifier, payload: { name: "all" } }),
+    check: (r) => assert.equal(r.result.status, "processed"),
+  },
+  {
+    name: "cancel",
+    run: (novu, w) => novu.cancel(w.delayedTransactionId),
+    check: async (r, novu, w) => {
+      assert.equal(r.result, true);
+      assert.equal((await novu.cancel(w.delayedTransactionId)).result, false);
+    },
+  },
+  {
+    name: "subscribers.create",
+    run: (novu) => novu.subscribers.create({ subscriberId: "node-made", firstName: "Grace", email: "grace@example.com" }),
+    check: async (r, novu) => {
+      assert.equal(r.result.subscriberId, "node-made");
+      assert.equal((await novu.subscribers.retrieve("node-made")).result.firstName, "Grace");
+    },
+  },
+  {
+    name: "subscribers.retrieve",
+    run: (novu, w) => novu.subscribers.retrieve(w.subscriberId),
+    check: (r, novu, w) => {
+      assert.equal(r.result.subscriberId, w.subscriberId);
+      assert.equal(r.result.id, w.subscriberInternalId);
+      assert.equal(r.result.firstName, "Ada");
+    },
+  },
+  {
+    name: "subscribers.patch",
+    run: (novu, w) => novu.subscribers.patch({ lastName: "Hopper", data: { plan: "pro" } }, w.otherSubscriberId),
+    check: async (r, novu, w) => {
+      assert.equal(r.result.lastName, "Hopper");
+      const stored = (await novu.subscribers.retrieve(w.otherSubscriberId)).result;
+      assert.deepEqual([stored.firstName, stored.lastName, stored.data], ["Ada", "Hopper", { plan: "pro" }]);
+    },
+  },
+  {
+    name: "subscribers.delete",
+    run: (novu, w) => novu.subscribers.delete(w.otherSubscriberId),
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.result.acknowledged, r.result.status], [true, "deleted"]);
+      await assert.rejects(novu.subscribers.retrieve(w.otherSubscriberId), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "subscribers.createBulk",
+    run: (novu, w) =>
+      novu.subscribers.createBulk({
+        subscribers: [{ subscriberId: "node-bulk", firstName: "New" }, { subscriberId: w.otherSubscriberId, lastName: "Known" }],
+      }),
+    check: (r, novu, w) => {
+      assert.deepEqual(r.result.created.map((item) => item.subscriberId), ["node-bulk"]);
+      assert.deepEqual(r.result.updated.map((item) => item.subscriberId), [w.otherSubscriberId]);
+      assert.deepEqual(r.result.failed, []);
+    },
+  },
+  {
+    name: "subscribers.credentials.update",
+    run: (novu, w) => novu.subscribers.credentials.update({ providerId: "fcm", credentials: { deviceTokens: ["t1"] } }, w.subscriberId),
+    check: (r) => {
+      const fcm = r.result.channels.find((channel) => channel.providerId === "fcm");
+      assert.deepEqual(fcm.credentials.deviceTokens, ["t1"]);
+    },
+  },
+  {
+    name: "subscribers.credentials.append",
+    run: async (novu, w) => {
+      await novu.subscribers.credentials.update({ providerId: "fcm", credentials: { deviceTokens: ["t1"] } }, w.subscriberId);
+      return novu.subscribers.credentials.append({ providerId: "fcm", credentials: { deviceTokens: ["t2"] } }, w.subscriberId);
+    },
+    check: (r) => {
+      const fcm = r.result.channels.find((channel) => channel.providerId === "fcm");
+      assert.deepEqual(fcm.credentials.deviceTokens, ["t1", "t2"]);
+    },
+  },
+  {
+    name: "subscribers.credentials.delete",
+    run: async (novu, w) => {
+      await novu.subscribers.credentials.update({ providerId: "fcm", credentials: { deviceTokens: ["t1"] } }, w.subscriberId);
+      return novu.subscribers.credentials.delete(w.subscriberId, "fcm");
+    },
+    check: async (r, novu, w) => {
+      const stored = (await novu.subscribers.retrieve(w.subscriberId)).result;
+      assert.equal((stored.channels ?? []).some((channel) => channel.providerId === "fcm"), false);
+    },
+  },
+  {
+    name: "subscribers.properties.updateOnlineFlag",
+    run: (novu, w) => novu.subscribers.properties.updateOnlineFlag({ isOnline: true }, w.subscriberId),
+    check: async (r, novu, w) => {
+      assert.equal(r.result.isOnline, true);
+      assert.equal((await novu.subscribers.retrieve(w.subscriberId)).result.isOnline, true);
+    },
+  },
+  {
+    name: "subscribers.messages.updateAsSeen",
+    run: (novu, w) =>
+      novu.subscribers.messages.updateAsSeen({
+        messageId: w.messageIds[0],
+        type: "primary",
+        subscriberId: w.subscriberId,
+        markMessageActionAsSeenDto: { status: "done" },
+      }),
+    check: (r, novu, w) => {
+      assert.equal(r.result.id, w.messageIds[0]);
+      assert.equal(r.result.cta.action.status, "done");
+      assert.equal(r.result.cta.action.result.type, "primary");
+    },
+  },
+  {
+    name: "subscribers.messages.markAll",
+    run: (novu, w) => novu.subscribers.messages.markAll({ markAs: "read" }, w.subscriberId),
+    check: async (r, novu, w) => {
+      assert.equal(r.result, 2);
+      const feed = (await novu.subscribers.notifications.feed({ subscriberId: w.subscriberId })).result;
+      assert.ok(feed.data.every((item) => item.read));
+    },
+  },
+  {
+    name: "subscribers.messages.markAllAs",
+    run: (novu, w) => novu.subscribers.messages.markAllAs({ messageId: [w.messageIds[1]], markAs: "seen" }, w.subscriberId),
+    check: async (r, novu, w) => {
+      assert.deepEqual(ids(r.result), [w.messageIds[1]]);
+      assert.equal(r.result[0].seen, true);
+      assert.equal((await novu.subscribers.notifications.unseenCount({ subscriberId: w.subscriberId })).result.count, 1);
+    },
+  },
+  {
+    name: "subscribers.notifications.feed",
+    run: (novu, w) => novu.subscribers.notifications.feed({ subscriberId: w.subscriberId, limit: 1 }),
+    check: async (r, novu, w) => {
+      assert.equal(r.result.data.length, 1);
+      assert.equal(r.result.hasMore, true);
+      const next = (await novu.subscribers.notifications.feed({ subscriberId: w.subscriberId, limit: 1, page: 1 })).result;
+      assert.deepEqual([...ids(r.result.data), ...ids(next.data)].sort(), [...w.messageIds].sort());
+    },
+  },
+  {
+    name: "subscribers.notifications.unseenCount",
+    run: (novu, w) => novu.subscribers.notifications.unseenCount({ subscriberId: w.subscriberId }),
+    check: (r) => assert.equal(r.result.count, 2),
+  },
+  {
+    name: "subscribers.preferences.list",
+    run: (novu, w) => novu.subscribers.preferences.list({ subscriberId: w.subscriberId }),
+    check: (r, novu, w) => {
+      assert.equal(r.result.global.enabled, true);
+      const mine = r.result.workflows.find((item) => item.workflow.identifier === w.workflow.identifier);
+      assert.equal(mine.channels.inApp, true);
+    },
+  },
+  {
+    name: "subscribers.preferences.update",
+    run: (novu, w) => novu.subscribers.preferences.update({ workflowId: w.workflow.id, channels: { inApp: false } }, w.subscriberId),
+    check: async (r, novu, w) => {
+      const listed = (await novu.subscribers.preferences.list({ subscriberId: w.subscriberId })).result;
+      const mine = listed.workflows.find((item) => item.workflow.identifier === w.workflow.identifier);
+      assert.equal(mine.channels.inApp, false);
+    },
+  },
+  {
+    name: "subscribers.preferences.bulkUpdate",
+    run: (novu, w) =>
+      novu.subscribers.preferences.bulkUpdate({ preferences: [{ workflowId: w.workflow.identifier, channels: { inApp: false } }] }, w.subscriberId),
+    check: (r, novu, w) => {
+      const mine = r.result.find((item) => item.workflow.identifier === w.workflow.identifier);
+      assert.equal(mine.channels.inApp, false);
+    },
+  },
+  {
+    name: "topics.subscribers.retrieve",
+    run: (novu, w) => novu.topics.subscribers.retrieve(w.subscriberId, w.topicKey),
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.result.topicKey, r.result.externalSubscriberId], [w.topicKey, w.subscriberId]);
+      await assert.rejects(novu.topics.subscribers.retrieve(w.otherSubscriberId, w.topicKey), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "integrations.list",
+    run: (novu) => novu.integrations.list(),
+    check: (r, novu, w) => assert.ok(ids(r.result).includes(w.integrationIds.sendgrid)),
+  },
+  {
+    name: "integrations.create",
+    run: (novu) =>
+      novu.integrations.create({ providerId: "mailgun", channel: "email", active: true, credentials: { apiKey: "key-test", domain: "mg.example.com" } }),
+    check: async (r, novu) => {
+      assert.deepEqual([r.result.providerId, r.result.active], ["mailgun", true]);
+      assert.ok(ids((await novu.integrations.list()).result).includes(r.result.id));
+    },
+  },
+  {
+    name: "integrations.update",
+    run: (novu, w) => novu.integrations.update({ name: "Renamed" }, w.integrationIds.postmark),
+    check: async (r, novu, w) => {
+      assert.equal(r.result.name, "Renamed");
+      const stored = (await novu.integrations.list()).result.find((item) => item.id === w.integrationIds.postmark);
+      assert.equal(stored.name, "Renamed");
+    },
+  },
+  {
+    name: "integrations.delete",
+    run: (novu, w) => novu.integrations.delete(w.integrationIds.postmark),
+    check: (r, novu, w) => {
+      assert.ok(!ids(r.result).includes(w.integrationIds.postmark));
+      assert.ok(ids(r.result).includes(w.integrationIds.sendgrid));
+    },
+  },
+  {
+    name: "integrations.setAsPrimary",
+    run: (novu, w) => novu.integrations.setAsPrimary(w.integrationIds.postmark),
+    check: async (r, novu, w) => {
+      assert.equal(r.result.primary, true);
+      const stored = (await novu.integrations.list()).result.find((item) => item.id === w.integrationIds.sendgrid);
+      assert.equal(stored.primary, false);
+    },
+  },
+  {
+    name: "integrations.listActive",
+    run: (novu) => novu.integrations.listActive(),
+    check: (r, novu, w) => {
+      assert.ok(ids(r.result).includes(w.integrationIds.sendgrid));
+      assert.ok(r.result.every((item) => item.active));
+    },
+  },
+  {
+    name: "messages.retrieve",
+    run: (novu, w) => novu.messages.retrieve({ subscriberId: w.subscriberId, channel: "in_app" }),
+    check: (r, novu, w) => assert.deepEqual(ids(r.result.data).sort(), [...w.messageIds].sort()),
+  },
+  {
+    name: "messages.delete",
+    run: (novu, w) => novu.messages.delete(w.messageIds[0]),
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.result.acknowledged, r.result.status], [true, "deleted"]);
+      assert.deepEqual(ids((await novu.messages.retrieve({ subscriberId: w.subscriberId })).result.data), [w.messageIds[1]]);
+    },
+  },
+  {
+    name: "messages.deleteByTransactionId",
+    run: (novu, w) => novu.messages.deleteByTransactionId(w.transactionIds[0]),
+    check: async (r, novu, w) => {
+      assert.deepEqual(ids((await novu.messages.retrieve({ subscriberId: w.subscriberId })).result.data), [w.messageIds[1]]);
+    },
+  },
+  {
+    name: "notifications.list",
+    run: (novu, w) => novu.notifications.list({ subscriberIds: [w.subscriberId], channels: ["in_app"] }),
+    check: (r, novu, w) => assert.deepEqual(ids(r.result.data).sort(), [...w.notificationIds].sort()),
+  },
+  {
+    name: "notifications.retrieve",
+    run: (novu, w) => novu.notifications.retrieve(w.notificationIds[0]),
+    check: (r, novu, w) => {
+      assert.equal(r.result.id, w.notificationIds[0]);
+      assert.equal(r.result.transactionId, w.transactionIds[0]);
+      assert.equal(r.result.jobs[0].status, "completed");
+    },
+  },
+  {
+    name: "activity.track",
+    run: (novu, w) =>
+      novu.activity.track({
+        environmentId: w.environmentId,
+        integrationId: w.integrationIds.sendgrid,
+        requestBody: { messageId: w.messageIds[0], status: "opened", date: "2026-01-02T03:04:05.000Z" },
+      }),
+    check: async (r, novu, w) => {
+      assert.equal(r.length, 1);
+      assert.deepEqual([r[0].id, r[0].event.status], [w.messageIds[0], "opened"]);
+      const feed = (await novu.subscribers.notifications.feed({ subscriberId: w.subscriberId })).result;
+      assert.equal(feed.data.find((item) => item.id === w.messageIds[0]).seen, true);
+    },
+  },
+];

@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HERALD_DATA_DIR ?= $(CURDIR)/.herald
 export HERALD_DATA_DIR
 
-.PHONY: install install-dev browser-packages run test migrate bootstrap bench clean
+.PHONY: install install-dev browser-packages node-sdk-packages run test migrate bootstrap bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,18 @@ $(BROWSER)/node_modules/.package-lock.json: $(BROWSER)/package.json $(BROWSER)/p
 
 browser-packages: $(BROWSER)/node_modules/.package-lock.json
 
-test: install-dev browser-packages
+# Novu's Node SDK (@novu/api, pinned by tests/sdk/node/package-lock.json) for tests/sdk/node, the same way.
+NODE_SDK := tests/sdk/node
+$(NODE_SDK)/node_modules/.package-lock.json: $(NODE_SDK)/package.json $(NODE_SDK)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  cd $(NODE_SDK) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.package-lock.json; \
+	else \
+	  echo "npm is not installed: the Node SDK tests (tests/sdk/node) will skip (apt-get install nodejs npm)"; \
+	fi
+
+node-sdk-packages: $(NODE_SDK)/node_modules/.package-lock.json
+
+test: install-dev browser-packages node-sdk-packages
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The benchmark harness (bench/README.md): starts Herald itself and prints one table.
@@ -58,4 +69,4 @@ bench: install-dev
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .herald .pytest_cache $(BROWSER)/node_modules $(BROWSER)/build
+	rm -rf $(VENV) .herald .pytest_cache $(BROWSER)/node_modules $(BROWSER)/build $(NODE_SDK)/node_modules

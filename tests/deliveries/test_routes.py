@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 
 from herald.app import build_worker
 from herald.engine.worker import Worker
+from herald.kit.time import isoformat
 from herald.models import ExecutionDetail, Message
 from tests.conftest import Tenancy, assert_error
 from tests.fixtures.builders import create_integration, create_subscriber, create_workflow
@@ -109,8 +110,19 @@ async def test_an_open_by_the_providers_id_marks_the_message_seen(
     (result,) = response.json()["data"]
     assert result["id"] == "sg-123" and result["event"]["externalId"] == "sg-123"
     after, details = await stored(app, message.id)
-    assert after.seen is True and after.last_seen_date is not None and after.status == "sent"
+    assert after.seen is True and after.status == "sent"
+    assert isoformat(after.last_seen_date) == isoformat(after.first_seen_date) == "2026-01-02T03:04:05.000Z"
     assert [d.status for d in details] == ["Success"]
+    # A later click moves the last time seen; an older event reported late does not.
+    for date in ("2026-01-03T00:00:00Z", "2026-01-01T00:00:00Z"):
+        response = await api.post(
+            track_url(tenancy, integration["_id"]), json={"id": "sg-123", "status": "clicked", "date": date}
+        )
+        assert response.status_code == 200, response.text
+    after, details = await stored(app, message.id)
+    assert isoformat(after.first_seen_date) == "2026-01-02T03:04:05.000Z"
+    assert isoformat(after.last_seen_date) == "2026-01-03T00:00:00.000Z"
+    assert len(details) == 3
 
 
 async def test_several_events_at_once(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker) -> None:
@@ -199,6 +211,10 @@ async def test_execution_details_of_a_notification(
     assert details[-1]["source"] == "Webhook" and details[-1]["status"] == "Success"
     assert json.loads(details[-1]["raw"]) == {"id": message.id, "status": "clicked"}
     assert [d["createdAt"] for d in details] == sorted(d["createdAt"] for d in details)
+    # The activity feed shows the same record under the message's job.
+    activity = (await api.get(f"/v1/notifications/{message.notification_id}")).json()["data"]
+    [job] = activity["jobs"]
+    assert [d["source"] for d in job["executionDetails"]][-1] == "Webhook"
 
     other = await create_subscriber(api)
     empty = await api.get("/v1/execution-details", params={**params, "subscriberId": other["subscriberId"]})

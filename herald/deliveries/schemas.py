@@ -16,7 +16,7 @@ from typing import Any, Literal, get_args
 from pydantic import Field
 
 from herald.kit.schemas import Schema, optional_field
-from herald.notifications.schemas import ExecutionDetailSource, ExecutionDetailStatus, StepType
+from herald.notifications.schemas import ExecutionDetailSource, ExecutionDetailStatus
 
 # The event statuses novu-py's EventBody names, as providers report them.
 DeliveryStatus = Literal[
@@ -92,7 +92,8 @@ class ExecutionDetails(Schema):
     message_id: str = optional_field(alias="_messageId")
     providerId: str = optional_field()
     transactionId: str
-    channel: StepType = optional_field()
+    # The step's type (Novu's StepTypeEnum); a string, so a detail of a step type added later still reads.
+    channel: str = optional_field()
     detail: str
     source: ExecutionDetailSource
     status: ExecutionDetailStatus

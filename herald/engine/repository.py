@@ -32,6 +32,7 @@ from herald.models import (
     Subscriber,
     SubscriberPreference,
     Tenant,
+    ThrottleWindow,
     Topic,
     TopicSubscriber,
     Workflow,
@@ -129,6 +130,31 @@ class EngineRepository:
 
     def _insert(self, table: Any) -> Any:
         return (pg_insert if self.session.bind.dialect.name == "postgresql" else sqlite_insert)(table)
+
+    # Throttles ----------------------------------------------------------------
+
+    async def count_throttle_run(
+        self, environment_id: str, scope: str, now: datetime, ends_at: datetime
+    ) -> tuple[int, datetime]:
+        """Count one run into the scope's window (opening a new one, to close at ``ends_at``, when none is open).
+
+        Returns the run's number in its window and when the window closes. One
+        statement: an insert that, on the scope's row, either counts up or
+        starts over when the window has closed; concurrent runs queue on the
+        row and each gets its own number.
+        """
+        table = ThrottleWindow.__table__
+        closed = table.c.window_ends_at <= bindparam("now", now, type_=table.c.window_ends_at.type)
+        statement = self._insert(table).values(environment_id=environment_id, scope=scope, window_ends_at=ends_at, count=1)
+        statement = statement.on_conflict_do_update(
+            index_elements=[table.c.environment_id, table.c.scope],
+            set_={
+                "count": case((closed, 1), else_=table.c.count + 1),
+                "window_ends_at": case((closed, statement.excluded.window_ends_at), else_=table.c.window_ends_at),
+            },
+        ).returning(table.c.count, table.c.window_ends_at)
+        count, closes_at = (await self.session.execute(statement)).one()
+        return int(count), closes_at
 
     # Events and subscribers -------------------------------------------------
 
@@ -882,6 +908,10 @@ class HistoryRepository:
         for chunk in _chunks(ids, 500):
             deleted += await self._delete(Message, Message.id.in_(chunk))
         return deleted
+
+    async def delete_closed_throttle_windows(self, now: datetime) -> int:
+        """Delete throttle windows that closed before ``now``: the next run opens a new one anyway."""
+        return await self._delete(ThrottleWindow, ThrottleWindow.window_ends_at < now)
 
     async def _delete(self, model: type, condition: Any) -> int:
         result = await self.session.execute(delete(model).where(condition))

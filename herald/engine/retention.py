@@ -70,10 +70,11 @@ class Purged:
     jobs: int = 0
     execution_details: int = 0
     messages: int = 0
+    throttle_windows: int = 0
 
     @property
     def rows(self) -> int:
-        return self.events + self.notifications + self.jobs + self.execution_details + self.messages
+        return self.events + self.notifications + self.jobs + self.execution_details + self.messages + self.throttle_windows
 
     def __bool__(self) -> bool:
         return self.rows > 0
@@ -157,13 +158,17 @@ async def purge_history(
             await asyncio.sleep(0)
             if deleted < MESSAGES_PER_TRANSACTION:
                 break
+    # Closed throttle windows hold nothing a run needs; they go whatever the retention settings.
+    async with sessionmaker() as session, session.begin():
+        purged.throttle_windows = await HistoryRepository(session).delete_closed_throttle_windows(now)
     if purged:
         logger.info(
-            "retention: deleted %d events (%d notifications, %d jobs, %d execution details) and %d messages",
+            "retention: deleted %d events (%d notifications, %d jobs, %d execution details), %d messages and %d closed throttle windows",
             purged.events,
             purged.notifications,
             purged.jobs,
             purged.execution_details,
             purged.messages,
+            purged.throttle_windows,
         )
     return purged

@@ -477,7 +477,7 @@ class JobRunner:
                 extra = list(change.details)
                 if change.halt:
                     halted = await queue.settle_rest_of_chain(session, ctx.job, "canceled")
-                    extra.append(halted_detail(halted))
+                    extra.append(halted_detail(halted, change.halt_reason))
                 elif change.release_next and _has_next_step(ctx):
                     released.append(ctx.job)
                 # The attempt this run was (its claim counted it).
@@ -561,7 +561,7 @@ class JobRunner:
                 setattr(job, name, value)
         if change.halt:
             halted = await queue.settle_rest_of_chain(session, job, "canceled")
-            return [*change.details, halted_detail(halted)]
+            return [*change.details, halted_detail(halted, change.halt_reason)]
         if change.release_next:
             if released is None:
                 await queue.queue_next_steps(session, [job])
@@ -765,8 +765,9 @@ class FinalState:
     details: tuple[Detail, ...] = ()
     # Queue the next step of the chain.
     release_next: bool = False
-    # Cancel the rest of the chain (a failed step with shouldStopOnFail).
+    # Cancel the rest of the chain (a failed step with shouldStopOnFail, a throttled run), and why.
     halt: bool = False
+    halt_reason: str = "the step failed and shouldStopOnFail is set"
 
 
 def final_state(job: Job, step: dict[str, Any], outcome: StepOutcome, retry_base_seconds: float) -> FinalState:
@@ -792,12 +793,17 @@ def final_state(job: Job, step: dict[str, Any], outcome: StepOutcome, retry_base
         row = queue.outcome_row(job, status="failed", error_text=outcome.error_text, **changes)
         if step.get("shouldStopOnFail"):
             return FinalState(row, halt=True)
+        if outcome.halt:
+            return FinalState(row, halt=True, halt_reason=f"the {job.step_type} step failed")
         return FinalState(row, release_next=True)
-    return FinalState(queue.outcome_row(job, status=outcome.status, **changes), release_next=True)
+    row = queue.outcome_row(job, status=outcome.status, **changes)
+    if outcome.halt:
+        return FinalState(row, halt=True, halt_reason=f"the {job.step_type} step stopped it")
+    return FinalState(row, release_next=True)
 
 
-def halted_detail(halted: int) -> Detail:
-    return Detail("Failed", f"Workflow halted: the step failed and shouldStopOnFail is set ({halted} steps not run)")
+def halted_detail(halted: int, reason: str) -> Detail:
+    return Detail("Failed", f"Workflow halted: {reason} ({halted} steps not run)")
 
 
 def _detail_rows(job: Job, details: list[Detail]) -> list[dict[str, Any]]:

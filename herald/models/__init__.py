@@ -10,6 +10,7 @@ from herald.models.message import IdempotencyRecord, Message
 from herald.models.organization import ApiKey, Environment, NotificationGroup, Organization
 from herald.models.preference import SubscriberPreference
 from herald.models.subscriber import Subscriber, Tenant, Topic, TopicSubscriber
+from herald.models.throttle import ThrottleWindow
 from herald.models.translation import Translation, TranslationLocales
 from herald.models.workflow import Workflow
 
@@ -32,6 +33,7 @@ __all__ = [
     "Subscriber",
     "SubscriberPreference",
     "Tenant",
+    "ThrottleWindow",
     "Topic",
     "TopicSubscriber",
     "Translation",

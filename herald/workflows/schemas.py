@@ -22,13 +22,13 @@ from herald.integrations.schemas import StepFilter
 from herald.kit.schemas import RequestSchema, Schema, optional_field
 
 # Step types Herald runs. ``trigger`` is the implicit first step of every
-# workflow, and ``custom``/``throttle`` exist in Novu's StepTypeEnum but Herald
-# does not execute them, so they are refused rather than stored and skipped.
-STEP_TYPES: tuple[str, ...] = ("in_app", "email", "sms", "chat", "push", "digest", "delay")
+# workflow, and ``custom`` exists in Novu's StepTypeEnum but Herald does not
+# execute it, so it is refused rather than stored and skipped.
+STEP_TYPES: tuple[str, ...] = ("in_app", "email", "sms", "chat", "push", "digest", "delay", "throttle")
 CHANNEL_STEP_TYPES = frozenset({"in_app", "email", "sms", "chat", "push"})
 Severity = Literal["high", "medium", "low", "none"]
-ACTION_STEP_TYPES = frozenset({"digest", "delay"})
-UNSUPPORTED_STEP_TYPES = frozenset({"trigger", "custom", "throttle"})
+ACTION_STEP_TYPES = frozenset({"digest", "delay", "throttle"})
+UNSUPPORTED_STEP_TYPES = frozenset({"trigger", "custom"})
 
 TimeUnit = Literal["seconds", "minutes", "hours", "days", "weeks", "months"]
 WeekDay = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
@@ -156,7 +156,29 @@ class DelayScheduledMetadata(_Strict):
     delayPath: str = Field(min_length=1, description="Payload key holding the ISO 8601 time to wait for")
 
 
-StepMetadata = DigestRegularMetadata | DigestTimedMetadata | DelayRegularMetadata | DelayScheduledMetadata
+class ThrottleFixedMetadata(_Strict):
+    type: Literal["fixed"]
+    amount: PositiveNumber
+    unit: TimeUnit
+    threshold: int = Field(default=1, ge=1, description="Runs let through per window (default 1)")
+    throttleKey: str | None = Field(default=None, description="Payload path whose value is counted apart")
+
+
+class ThrottleDynamicMetadata(_Strict):
+    type: Literal["dynamic"]
+    dynamicKey: str = Field(min_length=1, description="Payload path holding the window: seconds, or {amount, unit}")
+    threshold: int = Field(default=1, ge=1, description="Runs let through per window (default 1)")
+    throttleKey: str | None = Field(default=None, description="Payload path whose value is counted apart")
+
+
+StepMetadata = (
+    DigestRegularMetadata
+    | DigestTimedMetadata
+    | DelayRegularMetadata
+    | DelayScheduledMetadata
+    | ThrottleFixedMetadata
+    | ThrottleDynamicMetadata
+)
 
 
 class DocumentedAs:

@@ -40,6 +40,8 @@ from herald.workflows.schemas import (
     PreferenceSettings,
     StepRequest,
     StepVariantRequest,
+    ThrottleDynamicMetadata,
+    ThrottleFixedMetadata,
     UpdateWorkflowRequest,
 )
 from herald.workflows.schemas import (
@@ -282,7 +284,7 @@ def workflow_variables(steps: Iterable[dict[str, Any]]) -> TemplateVariables:
                 if isinstance(declared, dict) and isinstance(declared.get("name"), str):
                     payload.setdefault(_payload_key(declared["name"]))
             metadata = version.get("metadata") or {}
-            for key in ("digestKey", "delayPath"):
+            for key in ("digestKey", "delayPath", "throttleKey", "dynamicKey"):
                 if isinstance(metadata.get(key), str) and metadata[key]:
                     payload.setdefault(_payload_key(metadata[key]))
     return TemplateVariables(list(payload), list(subscriber))
@@ -295,6 +297,7 @@ def workflow_variables(steps: Iterable[dict[str, Any]]) -> TemplateVariables:
 _METADATA_MODELS: dict[str, dict[str, type[BaseModel]]] = {
     "digest": {"regular": DigestRegularMetadata, "backoff": DigestRegularMetadata, "timed": DigestTimedMetadata},
     "delay": {"regular": DelayRegularMetadata, "scheduled": DelayScheduledMetadata},
+    "throttle": {"fixed": ThrottleFixedMetadata, "dynamic": ThrottleDynamicMetadata},
 }
 
 Loc = tuple[str | int, ...]
@@ -308,7 +311,7 @@ def _check_metadata(step_type: str, metadata: dict[str, Any] | None, loc: Loc) -
     """The metadata to store for a step of this type, or the errors that prevent it."""
     if step_type not in ACTION_STEP_TYPES:
         if metadata:
-            return None, [_error(loc, "metadata applies to digest and delay steps only", metadata)]
+            return None, [_error(loc, "metadata applies to digest, delay and throttle steps only", metadata)]
         return None, []
     if metadata is None:
         return None, [_error(loc, "is required", missing=True)]

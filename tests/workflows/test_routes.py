@@ -319,7 +319,7 @@ async def test_malformed_body_fields_are_422(api: httpx.AsyncClient) -> None:
 # --- step types and metadata ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("step_type", ["custom", "throttle", "trigger"])
+@pytest.mark.parametrize("step_type", ["custom", "trigger"])
 async def test_step_types_herald_does_not_run_are_refused(api: httpx.AsyncClient, step_type: str) -> None:
     response = await post_workflow(api, steps=[step_with(step_type)])
     error = assert_validation(response, "steps.0.template.type", f"{step_type} steps are not supported by Herald")
@@ -328,7 +328,7 @@ async def test_step_types_herald_does_not_run_are_refused(api: httpx.AsyncClient
 
 async def test_unknown_step_type_is_refused(api: httpx.AsyncClient) -> None:
     response = await post_workflow(api, steps=[IN_APP_STEP, step_with("fax")])
-    assert_validation(response, "steps.1.template.type", "must be one of in_app, email, sms, chat, push, digest, delay")
+    assert_validation(response, "steps.1.template.type", "must be one of in_app, email, sms, chat, push, digest, delay, throttle")
 
 
 async def test_digest_and_delay_metadata_are_stored(api: httpx.AsyncClient) -> None:
@@ -457,13 +457,13 @@ async def test_metadata_errors_name_every_bad_step(api: httpx.AsyncClient) -> No
     body = assert_error(response, 422, "Validation Error")
     assert set(body["errors"]) == {"steps.1.metadata.unit", "steps.2.variants.0.metadata"}
     assert body["errors"]["steps.2.variants.0.metadata"]["messages"] == [
-        "steps.2.variants.0.metadata: metadata applies to digest and delay steps only"
+        "steps.2.variants.0.metadata: metadata applies to digest, delay and throttle steps only"
     ]
 
 
 async def test_channel_steps_take_no_metadata(api: httpx.AsyncClient) -> None:
     response = await post_workflow(api, steps=[{**IN_APP_STEP, "metadata": {"type": "regular", "amount": 1, "unit": "days"}}])
-    assert_validation(response, "steps.0.metadata", "metadata applies to digest and delay steps only")
+    assert_validation(response, "steps.0.metadata", "metadata applies to digest, delay and throttle steps only")
     # An empty object says nothing, and is not stored.
     workflow = await created(api, steps=[{**IN_APP_STEP, "metadata": {}}])
     assert "metadata" not in workflow["steps"][0]
@@ -610,7 +610,8 @@ async def test_update_validates_like_create(api: httpx.AsyncClient) -> None:
     workflow = await created(api)
     path = f"/v1/workflows/{workflow['_id']}"
     assert_validation(await api.put(path, json={"steps": [step_with("digest", {"type": "regular"})]}), "steps.0.metadata.amount")
-    assert_validation(await api.put(path, json={"steps": [step_with("throttle")]}), "steps.0.template.type")
+    assert_validation(await api.put(path, json={"steps": [step_with("throttle")]}), "steps.0.metadata")
+    assert_validation(await api.put(path, json={"steps": [step_with("custom")]}), "steps.0.template.type")
     assert_validation(await api.put(path, json={"name": ""}), "name")
     # The error names the field as the caller sent it.
     assert_validation(await api.put(path, json={"identifier": "no spaces allowed"}), "identifier")
@@ -743,3 +744,18 @@ async def test_severity_defaults_to_none_and_takes_novus_levels(api: httpx.Async
     assert updated.json()["data"]["severity"] == "low"
     assert (await api.get(f"/v1/workflows/{high['_id']}")).json()["data"]["severity"] == "low"
     assert_error(await api.post("/v1/workflows", json={"name": "bad", "severity": "urgent"}), 422)
+
+
+async def test_throttle_metadata_is_checked_and_stored(api: httpx.AsyncClient) -> None:
+    fixed = {"type": "fixed", "amount": 1, "unit": "hours", "threshold": 3, "throttleKey": "orderId"}
+    dynamic = {"type": "dynamic", "dynamicKey": "window"}
+    workflow = await created(api, steps=[step_with("throttle", fixed), step_with("throttle", dynamic), IN_APP_STEP])
+    assert [step.get("metadata") for step in workflow["steps"][:2]] == [fixed, {**dynamic, "threshold": 1}]
+    # The payload keys it reads are the trigger's variables, as a digest's digestKey is.
+    assert {"name": "orderId"} in workflow["triggers"][0]["variables"]
+    missing_amount = {"type": "fixed", "unit": "hours"}
+    assert_validation(await post_workflow(api, steps=[step_with("throttle", missing_amount)]), "steps.0.metadata.amount")
+    no_threshold = {"type": "fixed", "amount": 1, "unit": "hours", "threshold": 0}
+    assert_validation(await post_workflow(api, steps=[step_with("throttle", no_threshold)]), "steps.0.metadata.threshold")
+    assert_validation(await post_workflow(api, steps=[step_with("throttle", {"type": "sliding"})]), "steps.0.metadata.type")
+    assert_validation(await post_workflow(api, steps=[step_with("throttle", {"type": "dynamic"})]), "steps.0.metadata.dynamicKey")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from herald.engine.steps import chat, delay, digest, email, in_app, push, sms
+from herald.engine.steps import chat, delay, digest, email, in_app, push, sms, throttle
 from herald.engine.steps.base import StepContext, StepOutcome
 
 StepRunner = Callable[[StepContext], Awaitable[StepOutcome]]
@@ -17,4 +17,5 @@ STEP_RUNNERS: dict[str, StepRunner] = {
     "push": push.run,
     "delay": delay.run,
     "digest": digest.run,
+    "throttle": throttle.run,
 }

@@ -171,6 +171,8 @@ class StepOutcome:
     # A transient failure: try the step again (if attempts remain).
     retryable: bool = False
     error_text: str | None = None
+    # Stop the workflow here: the steps after this one are canceled (a throttled run).
+    halt: bool = False
 
     @classmethod
     def done(cls, detail: str, **kwargs: Any) -> StepOutcome:

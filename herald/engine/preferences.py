@@ -34,6 +34,8 @@ class Preference:
 
     enabled: bool = True
     channels: Mapping[str, bool] = field(default_factory=dict)
+    # The global preference's delivery schedule (engine.quiet_hours), as stored.
+    schedule: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,9 @@ def _events_by_id(dialect: str) -> Select[Any]:
 @cache
 def _preferences_of(dialect: str) -> Select[Any]:
     preference = SubscriberPreference
-    return select(preference.subscriber_id, preference.workflow_id, preference.enabled, preference.channels).where(
+    return select(
+        preference.subscriber_id, preference.workflow_id, preference.enabled, preference.channels, preference.schedule
+    ).where(
         any_of_parameter(dialect, preference.subscriber_id, "subscriber_ids"),
         or_(preference.workflow_id.is_(None), any_of_parameter(dialect, preference.workflow_id, "workflow_ids")),
     )
@@ -200,8 +202,8 @@ class EngineRepository:
             {"subscriber_ids": list(dict.fromkeys(subscriber_ids)), "workflow_ids": list(dict.fromkeys(workflow_ids))},
         )
         return {
-            (subscriber_id, workflow_id): Preference(bool(enabled), channels or {})
-            for subscriber_id, workflow_id, enabled, channels in result.all()
+            (subscriber_id, workflow_id): Preference(bool(enabled), channels or {}, schedule)
+            for subscriber_id, workflow_id, enabled, channels, schedule in result.all()
         }
 
     async def get_subscriber(self, subscriber_id: str) -> Subscriber | None:

@@ -29,6 +29,7 @@ from herald.engine.expand import (
 from herald.engine.filters import FilterContext, step_passes
 from herald.engine.preferences import StepPreferences, evaluate, needs_preferences
 from herald.engine.queue import JobLost
+from herald.engine.quiet_hours import held_until, zone_of
 from herald.engine.repository import EngineRepository, detail_row
 from herald.engine.steps import STEP_RUNNERS
 from herald.engine.steps.base import Detail, EngineSettings, StepContext, StepOutcome, steps_reading_env
@@ -37,7 +38,7 @@ from herald.inbox.repository import UNSNOOZE_JOB
 from herald.kit.crypto import SecretBox, SecretKeyMismatch
 from herald.kit.db import without_transaction
 from herald.kit.ids import new_id
-from herald.kit.time import utcnow
+from herald.kit.time import isoformat, utcnow
 from herald.models import Event, Job, Message, Subscriber
 from herald.translations.render import apply_translations
 
@@ -437,6 +438,9 @@ class JobRunner:
         refused = _refused_by_preferences(ctx)
         if refused is not None:
             return refused
+        held = _held_by_quiet_hours(ctx)
+        if held is not None:
+            return held
         runner = STEP_RUNNERS.get(ctx.job.step_type or "")
         if runner is None:
             return StepOutcome.failed(f"Step type {ctx.job.step_type!r} is not supported")
@@ -724,6 +728,30 @@ def _refused_by_preferences(ctx: StepContext) -> StepOutcome | None:
     if verdict.allowed:
         return None
     return StepOutcome("canceled", details=[Detail("Success", verdict.reason or "", raw={"preferences": {"passed": False}})])
+
+
+def _held_by_quiet_hours(ctx: StepContext) -> StepOutcome | None:
+    """A delivery outside the subscriber's delivery schedule, held until its next open hour (engine.quiet_hours).
+
+    Only what ``_read_preferences`` read: channel steps of workflows that are
+    not critical, for subscribers who set a preference. In-app messages are
+    not held: the inbox is read when the subscriber chooses to.
+    """
+    if ctx.job.step_type not in PROVIDER_CHANNELS or ctx.preferences is None:
+        return None
+    chosen = ctx.preferences.global_preference
+    if chosen is None or not chosen.schedule:
+        return None
+    until = held_until(chosen.schedule, ctx.subscriber.timezone, ctx.now)
+    if until is None:
+        return None
+    zone = zone_of(ctx.subscriber.timezone).key
+    return StepOutcome(
+        "delayed",
+        details=[Detail("Pending", f"Held by the subscriber's delivery schedule until {isoformat(until)} ({zone})")],
+        run_at=until,
+        data={"quiet_until": isoformat(until)},
+    )
 
 
 def step_of(event: Event, job: Job) -> dict[str, Any]:

@@ -142,7 +142,7 @@ class WeeklySchedule(RequestSchema):
 
 
 class ScheduleDto(RequestSchema):
-    """The global delivery schedule: kept and answered as given (not yet applied to deliveries)."""
+    """The global delivery schedule: email, sms, chat and push wait for its open hours (herald.engine.quiet_hours)."""
 
     isEnabled: StrictBool
     weeklySchedule: WeeklySchedule = optional_field()

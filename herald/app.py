@@ -63,11 +63,12 @@ def _routers() -> list[APIRouter]:
     from herald.tenants.routes import router as tenants
     from herald.topics.routes import router as topics
     from herald.translations.routes import router as translations
+    from herald.webhooks.routes import router as webhooks
     from herald.workflows.routes import router as workflows
 
     # Routes are matched in order, every route of every router before the right one
     # is tried: the trigger routes, the hot path, come first.
-    return [events, health, integrations, workflows, subscribers, preferences, topics, tenants, messages, notifications, inbox, subscriber_notifications, translations, environments, environment_variables, layouts, inbound_webhooks, execution_details]
+    return [events, health, integrations, workflows, subscribers, preferences, topics, tenants, messages, notifications, inbox, subscriber_notifications, translations, environments, environment_variables, layouts, inbound_webhooks, execution_details, webhooks]
 
 
 class HeraldApp(FastAPI):

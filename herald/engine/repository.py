@@ -40,6 +40,7 @@ from herald.models import (
 from herald.models.base import UTCDateTime
 from herald.realtime.signals import RECEIVED, Change, announce
 from herald.subscribers.channels import merge_requested_channels
+from herald.webhooks.events import columns_of, emit_messages
 
 # Fields a trigger may set on a subscriber (inline subscriber objects and actors).
 SUBSCRIBER_COLUMNS = {
@@ -729,6 +730,8 @@ class EngineRepository:
                 if row["channel"] == "in_app" and (row["job_id"], row["delivery_key"]) in written
             ],
         )
+        new_rows = [row for row in rows if (row["job_id"], row["delivery_key"]) in written]
+        await _emit_outcomes(self.session, new_rows)
         earlier = [m for m, row in zip(messages, rows, strict=True) if (row["job_id"], row["delivery_key"]) not in written]
         if not earlier:
             return
@@ -740,7 +743,18 @@ class EngineRepository:
                 for field in ("status", "provider_id", "provider_message_id", "delivered_at", "error_id", "error_text"):
                     setattr(row, field, getattr(message, field))
                 row.updated_at = utcnow()
+                await _emit_outcomes(self.session, [columns_of(row)])
         await self.session.flush()
+
+
+async def _emit_outcomes(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
+    """``message.sent`` and ``message.failed`` to the environment's webhook endpoints (herald/webhooks)."""
+    sent = [row for row in rows if row.get("status") == "sent"]
+    failed = [row for row in rows if row.get("status") in ("error", "warning")]
+    if sent:
+        await emit_messages(session, "message.sent", sent)
+    if failed:
+        await emit_messages(session, "message.failed", failed)
 
 
 def detail_row(
@@ -910,6 +924,12 @@ class HistoryRepository:
         for chunk in _chunks(ids, 500):
             deleted += await self._delete(Message, Message.id.in_(chunk))
         return deleted
+
+    async def delete_finished_webhook_jobs(self, before: datetime) -> int:
+        """Delete webhook deliveries that ended (sent, given up, canceled) before ``before``."""
+        return await self._delete(
+            Job, (Job.kind == "webhook") & Job.status.in_(("completed", "failed", "canceled")) & (Job.updated_at < before)
+        )
 
     async def delete_closed_throttle_windows(self, now: datetime) -> int:
         """Delete throttle windows that closed before ``now``: the next run opens a new one anyway."""

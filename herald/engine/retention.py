@@ -161,6 +161,11 @@ async def purge_history(
     # Closed throttle windows hold nothing a run needs; they go whatever the retention settings.
     async with sessionmaker() as session, session.begin():
         purged.throttle_windows = await HistoryRepository(session).delete_closed_throttle_windows(now)
+        # Webhook deliveries belong to no trigger: they are kept as long as the activity is.
+        if retention.notification_days > 0:
+            purged.jobs += await HistoryRepository(session).delete_finished_webhook_jobs(
+                now - timedelta(days=retention.notification_days)
+            )
     if purged:
         logger.info(
             "retention: deleted %d events (%d notifications, %d jobs, %d execution details), %d messages and %d closed throttle windows",

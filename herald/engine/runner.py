@@ -41,6 +41,8 @@ from herald.kit.ids import new_id
 from herald.kit.time import isoformat, utcnow
 from herald.models import Event, Job, Message, Subscriber
 from herald.translations.render import apply_translations
+from herald.webhooks.delivery import deliver_webhook_jobs
+from herald.webhooks.events import JOB_KIND as WEBHOOK_JOB
 
 logger = logging.getLogger("herald.engine")
 
@@ -95,7 +97,12 @@ class JobRunner:
                 await run_returns(self.sessionmaker, returns, self.worker_id)
                 jobs = [job for job in jobs if job.kind != UNSNOOZE_JOB]
             expansions = [job for job in jobs if job.kind == "event"]
-            steps = [job for job in jobs if job.kind != "event"]
+            webhooks = [job for job in jobs if job.kind == WEBHOOK_JOB]
+            steps = [job for job in jobs if job.kind not in ("event", WEBHOOK_JOB)]
+            if webhooks:
+                await deliver_webhook_jobs(
+                    self.sessionmaker, self.http, self.box, webhooks, self.worker_id, self.settings.retry_base_seconds
+                )
             known_events: dict[str, Event] = {}
             if expansions:
                 handed = await self._run_expansions(expansions, room=max(self.batch_size - len(steps), 0))
@@ -589,8 +596,8 @@ class JobRunner:
         delivers through a provider and has no message yet gets one with status
         ``error``, ``errorId`` and ``errorText``. An expansion says how far it got.
         """
-        if job.kind == UNSNOOZE_JOB:
-            # Nothing follows a snooze's return: the job says why it stopped, and no message changes.
+        if job.kind in (UNSNOOZE_JOB, WEBHOOK_JOB):
+            # Nothing follows a snooze's return or a webhook delivery: the job says why it stopped, and no message changes.
             job.status = "failed"
             job.error_text = detail.detail
             job.locked_until = None

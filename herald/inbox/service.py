@@ -44,6 +44,7 @@ from herald.kit.time import isoformat, parse_iso, utcnow
 from herald.models import Message, Subscriber, Workflow
 from herald.organizations.service import IN_APP_PROVIDER_ID
 from herald.realtime.signals import COUNTS, Change, announce
+from herald.webhooks.events import STATE_EVENTS, emit_for_messages
 
 logger = logging.getLogger("herald.inbox")
 
@@ -394,6 +395,8 @@ async def change_state(session: AsyncSession, principal: SubscriberPrincipal, no
     await _require(repository, notification_id)
     await repository.update([notification_id], _state_values(action, utcnow()))
     await _counts_changed(session, principal)
+    if action in STATE_EVENTS:
+        await emit_for_messages(session, principal.environment_id, STATE_EVENTS[action], [notification_id])
     return await _view(repository, notification_id)
 
 
@@ -415,6 +418,7 @@ async def snooze(session: AsyncSession, principal: SubscriberPrincipal, notifica
     view = await _view(repository, notification_id)
     await snooze_jobs.schedule_return(repository, view.message, view.message.snoozed_until or until)
     await _counts_changed(session, principal)
+    await emit_for_messages(session, principal.environment_id, "message.seen", [notification_id])
     return view
 
 
@@ -489,6 +493,8 @@ async def bulk(
     else:
         state = {"read": "read", "archive": "archive", "read-archive": "archive", "seen": "seen"}[action]
         changed = await repository.update(ids, _state_values(state, utcnow()))
+        if changed and state in STATE_EVENTS:
+            await emit_for_messages(session, principal.environment_id, STATE_EVENTS[state], ids)
     if changed:
         await _counts_changed(session, principal)
     return changed

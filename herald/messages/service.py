@@ -30,6 +30,7 @@ from herald.messages.schemas import Message as MessageSchema
 from herald.models import Message, Subscriber
 from herald.realtime.signals import COUNTS, Change, announce
 from herald.subscribers.repository import SubscriberRepository
+from herald.webhooks.events import STATE_EVENTS, emit_for_messages
 
 
 def _masked(webhook_url: str | None) -> str | None:
@@ -124,6 +125,8 @@ async def mark_messages_as(
     )
     if changed:
         await _counts_changed(session, principal.environment_id, subscriber.id)
+        if mark_as in STATE_EVENTS:
+            await emit_for_messages(session, principal.environment_id, STATE_EVENTS[mark_as], [m.id for m in changed])
     return changed
 
 

@@ -12,6 +12,7 @@ from herald.models.preference import SubscriberPreference
 from herald.models.subscriber import Subscriber, Tenant, Topic, TopicSubscriber
 from herald.models.throttle import ThrottleWindow
 from herald.models.translation import Translation, TranslationLocales
+from herald.models.webhook import WebhookEndpoint
 from herald.models.workflow import Workflow
 
 __all__ = [
@@ -38,5 +39,6 @@ __all__ = [
     "TopicSubscriber",
     "Translation",
     "TranslationLocales",
+    "WebhookEndpoint",
     "Workflow",
 ]

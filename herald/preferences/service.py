@@ -27,11 +27,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.engine.preferences import CHANNELS, Preference, global_channels, workflow_channels
 from herald.kit.auth import Principal, SubscriberPrincipal
 from herald.kit.errors import BadRequestError, NotFoundError, ValidationFailed
-from herald.kit.time import utcnow
+from herald.kit.time import isoformat, utcnow
 from herald.models import Subscriber, SubscriberPreference, Workflow
 from herald.preferences.repository import PreferenceRepository
 from herald.subscribers.repository import SubscriberRepository
 from herald.subscribers.service import not_found_message, require_subscriber
+from herald.webhooks.events import emit
 
 # A schedule not given: the stored one is left as it is.
 UNCHANGED: Any = object()
@@ -229,6 +230,8 @@ async def update_global(
     if changed:
         row.updated_at = now
     await session.flush()
+    if changed:
+        await _preference_updated(session, subscriber, row, None)
     return _global_view(row)
 
 
@@ -250,7 +253,25 @@ async def update_workflow(
     if changed:
         row.updated_at = now
     await session.flush()
+    if changed:
+        await _preference_updated(session, subscriber, row, workflow)
     return _workflow_view(workflow, row)
+
+
+async def _preference_updated(
+    session: AsyncSession, subscriber: Subscriber, row: SubscriberPreference, workflow: Workflow | None
+) -> None:
+    """``preference.updated`` to the environment's webhook endpoints (herald/webhooks)."""
+    data = {
+        "subscriberId": subscriber.subscriber_id,
+        "_subscriberId": subscriber.id,
+        "level": "global" if workflow is None else "template",
+        "workflowId": None if workflow is None else workflow.trigger_identifier,
+        "enabled": row.enabled,
+        "channels": dict(row.channels or {}),
+        "updatedAt": isoformat(row.updated_at),
+    }
+    await emit(session, subscriber.environment_id, subscriber.organization_id, "preference.updated", [data])
 
 
 async def update_global_or_workflow(

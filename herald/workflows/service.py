@@ -27,6 +27,7 @@ from herald.kit.text import slugify
 from herald.kit.time import isoformat, utcnow
 from herald.models import NotificationGroup, Workflow
 from herald.organizations.repository import OrganizationRepository
+from herald.webhooks.events import emit
 from herald.workflows.repository import WorkflowRepository
 from herald.workflows.schemas import (
     ACTION_STEP_TYPES,
@@ -655,6 +656,7 @@ async def update_workflow(
         workflow.draft = not request.active
     workflow.updated_at = utcnow()
     await _flush(session, workflow.trigger_identifier)
+    await _workflow_updated(session, workflow)
     return await _view(session, principal, workflow)
 
 
@@ -664,7 +666,21 @@ async def set_workflow_status(session: AsyncSession, principal: Principal, workf
     workflow.draft = not active
     workflow.updated_at = utcnow()
     await session.flush()
+    await _workflow_updated(session, workflow)
     return await _view(session, principal, workflow)
+
+
+async def _workflow_updated(session: AsyncSession, workflow: Workflow) -> None:
+    """``workflow.updated`` to the environment's webhook endpoints (herald/webhooks)."""
+    data = {
+        "_id": workflow.id,
+        "workflowId": workflow.trigger_identifier,
+        "name": workflow.name,
+        "active": workflow.active,
+        "critical": workflow.critical,
+        "updatedAt": isoformat(workflow.updated_at),
+    }
+    await emit(session, workflow.environment_id, workflow.organization_id, "workflow.updated", [data])
 
 
 async def delete_workflow(session: AsyncSession, principal: Principal, workflow_id: str) -> None:

@@ -1,7 +1,7 @@
 """throttle windows: the throttle step's count per subscriber and key
 
-Revision ID: 0017
-Revises: 0009
+Revision ID: 0015
+Revises: 0014
 Create Date: 2026-11-25
 
 A throttle step (herald/engine/steps/throttle.py) counts the runs that reach
@@ -16,8 +16,8 @@ from alembic import op
 
 import herald.models.base
 
-revision = '0017'
-down_revision = '0009'
+revision = '0015'
+down_revision = '0014'
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """webhook endpoints: where an application hears about its messages
 
-Revision ID: 0018
-Revises: 0017
+Revision ID: 0016
+Revises: 0015
 Create Date: 2026-11-25
 
 Outbound webhooks (herald/webhooks): each environment's endpoints, their
@@ -17,8 +17,8 @@ from sqlalchemy.dialects import postgresql
 
 import herald.models.base
 
-revision = '0018'
-down_revision = '0017'
+revision = '0016'
+down_revision = '0015'
 branch_labels = None
 depends_on = None
 

@@ -21,6 +21,7 @@ MAPPED_CONTROLS: dict[str, frozenset[str]] = {
     "chat": frozenset({"body"}),
     "push": frozenset({"subject", "body"}),
     "delay": frozenset({"type", "amount", "unit"}),
+    "throttle": frozenset({"type", "amount", "unit", "threshold", "throttleKey", "dynamicKey"}),
     "digest": frozenset({"amount", "unit", "digestKey", "lookBackWindow"}),
 }
 
@@ -104,6 +105,10 @@ def to_v1(step_type: str, controls: dict[str, Any]) -> tuple[dict[str, Any], dic
             "unit": controls.get("unit"),
         }
         return {"type": "delay"}, {key: value for key, value in metadata.items() if value is not None}
+    if step_type == "throttle":
+        metadata = {key: controls.get(key) for key in ("type", "amount", "unit", "threshold", "throttleKey", "dynamicKey")}
+        metadata["type"] = metadata["type"] or "fixed"
+        return {"type": "throttle"}, {key: value for key, value in metadata.items() if value is not None}
     if step_type == "digest":
         metadata = {"type": "regular", "amount": controls.get("amount"), "unit": controls.get("unit")}
         if controls.get("digestKey"):
@@ -165,6 +170,11 @@ def from_v1(step: dict[str, Any]) -> dict[str, Any]:
         title = template.get("title") or template.get("subject")
         if title is not None:
             controls["subject"] = title
+    elif step_type == "throttle":
+        metadata = step.get("metadata") or {}
+        for key in ("type", "amount", "unit", "threshold", "throttleKey", "dynamicKey"):
+            if metadata.get(key) is not None:
+                controls[key] = metadata[key]
     elif step_type in ("delay", "digest"):
         metadata = step.get("metadata") or {}
         for key in ("amount", "unit", "digestKey"):

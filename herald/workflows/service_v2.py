@@ -127,7 +127,7 @@ def build_v2_steps(requests: Sequence[StepUpsert], existing: Sequence[dict[str, 
         body: dict[str, Any] = {"name": request.name, "template": template}
         if previous is not None:
             body["_id"] = previous["_id"]
-        if metadata is not None or request.type in ("delay", "digest"):
+        if metadata is not None or request.type in ("delay", "digest", "throttle"):
             body["metadata"] = metadata or {}
         try:
             v1_requests.append(StepRequest.model_validate(body))

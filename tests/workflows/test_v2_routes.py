@@ -370,8 +370,14 @@ async def test_validation_errors(api: httpx.AsyncClient) -> None:
     taken = await created(api)
     assert_error(await api.post("/v2/workflows", json=body(workflowId=taken["workflowId"])), 409)
     assert_error(await api.post("/v2/workflows", json={"name": "x", "steps": []}), 422)
-    bad_type = assert_error(await api.post("/v2/workflows", json=body(steps=[{"name": "t", "type": "throttle"}])), 422)
+    bad_type = assert_error(await api.post("/v2/workflows", json=body(steps=[{"name": "t", "type": "custom"}])), 422)
     assert "steps.0.type" in bad_type["errors"]
+    # A throttle's controls are its metadata: checked as a v1 throttle step's.
+    no_window = assert_error(
+        await api.post("/v2/workflows", json=body(steps=[{"name": "t", "type": "throttle", "controlValues": {"unit": "hours"}}])),
+        422,
+    )
+    assert "steps.0.controlValues.amount" in no_window["errors"], no_window["errors"]
     no_amount = assert_error(
         await api.post(
             "/v2/workflows", json=body(steps=[{"name": "d", "type": "delay", "controlValues": {"unit": "minutes"}}])
@@ -434,3 +440,17 @@ async def test_step_preview_of_delay_and_digest_names_their_schedule(api: httpx.
     assert delay["result"] == {"type": "delay", "preview": {"type": "regular", "amount": 5, "unit": "minutes"}}
     digest = (await api.post(f"/v2/workflows/{workflow['_id']}/step/batch/preview", json={})).json()["data"]
     assert digest["result"]["preview"] == DIGEST["controlValues"]
+
+
+async def test_a_throttle_step_round_trips_its_controls(api: httpx.AsyncClient) -> None:
+    controls = {"type": "fixed", "amount": 1, "unit": "hours", "threshold": 2, "throttleKey": "orderId"}
+    response = await api.post(
+        "/v2/workflows",
+        json=body(steps=[{"name": "limit", "type": "throttle", "controlValues": controls}, {"name": "inbox", "type": "in_app", "controlValues": {"body": "Hi"}}]),
+    )
+    assert response.status_code == 201, response.text
+    workflow = response.json()["data"]
+    assert workflow["steps"][0]["type"] == "throttle" and workflow["steps"][0]["controlValues"] == controls
+    # The v1 view runs it as the engine's throttle step.
+    v1 = (await api.get(f"/v1/workflows/{workflow['_id']}")).json()["data"]
+    assert v1["steps"][0]["template"]["type"] == "throttle" and v1["steps"][0]["metadata"] == controls

@@ -21,6 +21,18 @@ TriggerStatus = Literal[
 
 MAX_CONTEXT_KEYS = 5
 
+
+
+class ContextReference(RequestSchema):
+    """A context named with data: ``{"id": "acme", "data": {...}}`` (stored, replacing its data)."""
+
+    id: str = Field(min_length=1, max_length=100)
+    data: dict[str, Any] | None = None
+
+
+# A trigger's context: per type, the id of a context, or the object form.
+TriggerContext = dict[str, str | ContextReference]
+
 # Recipients are checked one by one by the trigger use case rather than by the
 # model: one bad recipient must not fail a request that names good ones.
 Recipient = str | dict[str, Any]
@@ -39,11 +51,11 @@ class TriggerEventRequest(RequestSchema):
     transactionId: str | None = Field(default=None, min_length=1, max_length=255)
     actor: str | dict[str, Any] | None = None
     tenant: str | dict[str, Any] | None = None
-    context: dict[str, str] | None = None
+    context: TriggerContext | None = None
 
     @field_validator("context")
     @classmethod
-    def _context_size(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+    def _context_size(cls, value: TriggerContext | None) -> TriggerContext | None:
         if value is not None and len(value) > MAX_CONTEXT_KEYS:
             raise ValueError(f"context may have at most {MAX_CONTEXT_KEYS} keys")
         return value
@@ -62,7 +74,7 @@ class BroadcastEventRequest(RequestSchema):
     transactionId: str | None = Field(default=None, min_length=1, max_length=255)
     actor: str | dict[str, Any] | None = None
     tenant: str | dict[str, Any] | None = None
-    context: dict[str, str] | None = None
+    context: TriggerContext | None = None
 
 
 class BulkTriggerEventRequest(RequestSchema):

@@ -15,6 +15,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.contexts.service import parse_context
+from herald.contexts.service import resolve as resolve_contexts
 from herald.engine.queue import PRESSURE_REQUESTS
 from herald.events.repository import EventRepository, WorkflowsChanged
 from herald.events.schemas import BroadcastEventRequest, TriggerEventRequest, TriggerTenant
@@ -271,6 +273,21 @@ async def _lookups(session: AsyncSession, triggers: Sequence[Trigger], targets: 
     return found
 
 
+async def _store_contexts(session: AsyncSession, accepted: Sequence[_Accepted]) -> None:
+    """Make the contexts the batch's triggers name exist, one upsert per environment.
+
+    Only batches where a trigger names a context come here; the others pay
+    nothing. An upsert is idempotent, so a batch judged again (WorkflowsChanged)
+    may repeat it.
+    """
+    by_environment: dict[tuple[str, str], list[tuple[str, str, dict[str, Any] | None]]] = defaultdict(list)
+    for item in accepted:
+        if item.contexts:
+            by_environment[(item.event["environment_id"], item.event["organization_id"])].extend(item.contexts)
+    for (environment_id, organization_id), entries in by_environment.items():
+        await resolve_contexts(session, environment_id, organization_id, entries)
+
+
 def _check_topics(environment_id: str, recipients: Recipients, existing: set[tuple[str, str]]) -> None:
     accepted = list(zip(recipients.accepted, recipients.accepted_at, strict=True))
     recipients.accepted, recipients.accepted_at = [], []
@@ -288,6 +305,8 @@ class _Accepted:
 
     event: dict[str, Any]
     result: TriggerResult
+    # The trigger's context as (type, id, data or None); None without one.
+    contexts: list[tuple[str, str, dict[str, Any] | None]] | None = None
 
 
 def _judge(trigger: Trigger, found: _Lookups) -> TriggerResult | _Accepted:
@@ -326,6 +345,8 @@ def _judge(trigger: Trigger, found: _Lookups) -> TriggerResult | _Accepted:
         if not recipients.accepted:
             return outcome("invalid_recipients", recipients.reasons)
 
+    # Checked before the event is made; stored (and created where missing) with the batch's write.
+    contexts = None if request.context is None else parse_context(request.context)
     event_id = new_id()
     now = utcnow()
     event = {
@@ -343,12 +364,12 @@ def _judge(trigger: Trigger, found: _Lookups) -> TriggerResult | _Accepted:
         "overrides": request.overrides,
         "actor": actor,
         "tenant": tenant,
-        "context": request.context,
+        "context": None if contexts is None else {type_: key for type_, key, _ in contexts},
         "status": "accepted",
         "created_at": now,
     }
     # Recipients refused at acceptance are reported to the caller and kept on the event.
-    return _Accepted(event, outcome("processed", recipients.reasons))
+    return _Accepted(event, outcome("processed", recipients.reasons), contexts or None)
 
 
 async def record_triggers(
@@ -374,6 +395,8 @@ async def record_triggers(
         except (UnprocessableError, ValidationFailed, PayloadValidationError) as exc:
             outcomes.append(exc)
     accepted = [outcome for outcome in outcomes if isinstance(outcome, _Accepted)]
+    if any(item.contexts for item in accepted):
+        await _store_contexts(session, accepted)
     try:
         written = await EventRepository(session).record_many(
             [item.event for item in accepted], busy=busy, unchanged=found.kept.values()

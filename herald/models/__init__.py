@@ -1,6 +1,7 @@
 """SQLAlchemy tables: one schema for SQLite and PostgreSQL."""
 
 from herald.models.base import Base
+from herald.models.context import Context
 from herald.models.environment_variable import EnvironmentVariable
 from herald.models.event import Event, ExecutionDetail, Job, Notification
 from herald.models.integration import Integration
@@ -18,6 +19,7 @@ from herald.models.workflow import Workflow
 __all__ = [
     "ApiKey",
     "Base",
+    "Context",
     "Environment",
     "EnvironmentVariable",
     "Event",

@@ -6,6 +6,7 @@ from typing import Any
 from sqlalchemy import Index, String, false
 from sqlalchemy.orm import Mapped, mapped_column
 
+from herald.kit.time import utcnow
 from herald.models.base import ID, Base, EnvironmentScopedMixin, IdMixin, TimestampMixin
 
 
@@ -47,6 +48,7 @@ class TopicSubscriber(IdMixin, Base):
     __table_args__ = (
         Index("uq_topic_subscribers_topic_subscriber", "topic_id", "subscriber_id", unique=True),
         Index("ix_topic_subscribers_subscriber", "subscriber_id"),
+        Index("uq_topic_subscribers_topic_identifier", "topic_id", "identifier", unique=True),
     )
 
     topic_id: Mapped[str] = mapped_column(ID)
@@ -55,6 +57,15 @@ class TopicSubscriber(IdMixin, Base):
     subscriber_id: Mapped[str] = mapped_column(ID)
     external_subscriber_id: Mapped[str] = mapped_column(String(255))
     topic_key: Mapped[str] = mapped_column(String(255))
+    # Novu's v2 subscription fields. The identifier names the subscription in
+    # /v2/topics/{key}/subscriptions/{identifier}; ``preferences`` is the list of
+    # workflow rules as given ({workflowId | filter, enabled, condition}).
+    identifier: Mapped[str | None] = mapped_column(String(255), default=None)
+    name: Mapped[str | None] = mapped_column(String(255), default=None)
+    preferences: Mapped[list[Any] | None] = mapped_column(default=None)
+    context_keys: Mapped[list[Any] | None] = mapped_column(default=None)
+    created_at: Mapped[datetime | None] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime | None] = mapped_column(default=utcnow)
 
 
 class Tenant(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):

@@ -9,14 +9,29 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.kit.cursor import CursorPage, CursorParams, cursor_page
 from herald.kit.ids import new_id
-from herald.models import Subscriber, Topic, TopicSubscriber
+from herald.kit.time import utcnow
+from herald.models import Subscriber, Topic, TopicSubscriber, Workflow
 
 # Rows per multi-row INSERT and values per IN (...) list: far below SQLite's
 # and asyncpg's bound-parameter limits.
 INSERT_CHUNK = 500
 LOOKUP_CHUNK = 1000
 MEMBER_BATCH = 1000
+
+
+TOPIC_ORDER = {"createdAt": Topic.created_at, "updatedAt": Topic.updated_at, "_id": Topic.id}
+SUBSCRIPTION_ORDER = {
+    "createdAt": TopicSubscriber.created_at,
+    "updatedAt": TopicSubscriber.updated_at,
+    "_id": TopicSubscriber.id,
+}
+
+
+def default_identifier(topic_key: str, subscriber_id: str) -> str:
+    """The identifier a subscription gets when the caller names none (as Novu makes it)."""
+    return f"tk_{topic_key}:si_{subscriber_id}"
 
 
 class TopicRepository:
@@ -107,6 +122,7 @@ class TopicRepository:
 
     async def add_members(self, topic: Topic, subscribers: Sequence[Subscriber]) -> None:
         """Make the subscribers members; ones that already are stay as they are."""
+        now = utcnow()
         rows: list[dict[str, Any]] = [
             {
                 "id": new_id(),
@@ -116,6 +132,9 @@ class TopicRepository:
                 "subscriber_id": subscriber.id,
                 "external_subscriber_id": subscriber.subscriber_id,
                 "topic_key": topic.key,
+                "identifier": default_identifier(topic.key, subscriber.subscriber_id),
+                "created_at": now,
+                "updated_at": now,
             }
             for subscriber in subscribers
         ]
@@ -189,3 +208,103 @@ class TopicRepository:
             if len(batch) < batch_size:
                 return
             last = batch[-1]
+
+    # --- v2: cursor lists and subscriptions -------------------------------------------
+
+    async def topic_page(
+        self, environment_id: str, params: CursorParams, *, key: str | None = None, name: str | None = None
+    ) -> CursorPage:
+        conditions: list[Any] = [Topic.environment_id == environment_id]
+        if key is not None:
+            conditions.append(Topic.key == key)
+        if name is not None:
+            conditions.append(Topic.name == name)
+        return await cursor_page(self.session, Topic, conditions, params, TOPIC_ORDER)
+
+    async def delete_with_subscriptions(self, topic: Topic) -> None:
+        await self.session.execute(delete(TopicSubscriber).where(TopicSubscriber.topic_id == topic.id))
+        await self.session.delete(topic)
+        await self.session.flush()
+
+    async def subscription_page(
+        self,
+        environment_id: str,
+        params: CursorParams,
+        *,
+        topic: Topic | None = None,
+        subscriber: Subscriber | None = None,
+        external_subscriber_id: str | None = None,
+        topic_key: str | None = None,
+    ) -> CursorPage:
+        conditions: list[Any] = [TopicSubscriber.environment_id == environment_id]
+        if topic is not None:
+            conditions.append(TopicSubscriber.topic_id == topic.id)
+        if subscriber is not None:
+            conditions.append(TopicSubscriber.subscriber_id == subscriber.id)
+        if external_subscriber_id is not None:
+            conditions.append(TopicSubscriber.external_subscriber_id == external_subscriber_id)
+        if topic_key is not None:
+            conditions.append(TopicSubscriber.topic_key == topic_key)
+        return await cursor_page(self.session, TopicSubscriber, conditions, params, SUBSCRIPTION_ORDER)
+
+    async def subscription_by_identifier(self, topic: Topic, identifier: str) -> TopicSubscriber | None:
+        result = await self.session.execute(
+            select(TopicSubscriber).where(TopicSubscriber.topic_id == topic.id, TopicSubscriber.identifier == identifier)
+        )
+        return result.scalar_one_or_none()
+
+    async def subscriptions_of(self, topic: Topic, subscriber_ids: Sequence[str]) -> dict[str, TopicSubscriber]:
+        """The topic's subscriptions of the named subscribers (internal ids), by internal subscriber id."""
+        found: dict[str, TopicSubscriber] = {}
+        unique_ids = list(dict.fromkeys(subscriber_ids))
+        for start in range(0, len(unique_ids), LOOKUP_CHUNK):
+            result = await self.session.execute(
+                select(TopicSubscriber).where(
+                    TopicSubscriber.topic_id == topic.id,
+                    TopicSubscriber.subscriber_id.in_(unique_ids[start : start + LOOKUP_CHUNK]),
+                )
+            )
+            found.update((row.subscriber_id, row) for row in result.scalars())
+        return found
+
+    async def identifier_taken(self, topic: Topic, identifier: str, *, excluding_id: str | None = None) -> bool:
+        query = select(TopicSubscriber.id).where(
+            TopicSubscriber.topic_id == topic.id, TopicSubscriber.identifier == identifier
+        )
+        if excluding_id is not None:
+            query = query.where(TopicSubscriber.id != excluding_id)
+        return (await self.session.execute(query.limit(1))).first() is not None
+
+    def add_subscription(self, subscription: TopicSubscriber) -> None:
+        self.session.add(subscription)
+
+    async def delete_subscriptions(self, subscriptions: Sequence[TopicSubscriber]) -> None:
+        ids = [row.id for row in subscriptions]
+        for start in range(0, len(ids), LOOKUP_CHUNK):
+            await self.session.execute(delete(TopicSubscriber).where(TopicSubscriber.id.in_(ids[start : start + LOOKUP_CHUNK])))
+
+    async def topics_by_ids(self, environment_id: str, ids: Sequence[str]) -> dict[str, Topic]:
+        if not ids:
+            return {}
+        result = await self.session.execute(
+            select(Topic).where(Topic.environment_id == environment_id, Topic.id.in_(list(set(ids))))
+        )
+        return {topic.id: topic for topic in result.scalars()}
+
+    async def workflows_named(self, environment_id: str, names: Sequence[str]) -> dict[str, Workflow]:
+        """The environment's workflows named by trigger identifier or _id, under each name that found one."""
+        if not names:
+            return {}
+        wanted = list(set(names))
+        result = await self.session.execute(
+            select(Workflow).where(
+                Workflow.environment_id == environment_id,
+                Workflow.deleted.is_(False),
+                (Workflow.trigger_identifier.in_(wanted)) | (Workflow.id.in_(wanted)),
+            )
+        )
+        found: dict[str, Workflow] = {}
+        for workflow in result.scalars():
+            found[workflow.trigger_identifier] = workflow
+            found[workflow.id] = workflow
+        return found

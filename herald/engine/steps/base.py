@@ -120,6 +120,8 @@ class StepContext:
             channel=channel,
             payload=self.payload,
             overrides=self.event.overrides or {},
+            # The trigger's context, as Novu lists it on a message: "type:id".
+            context_keys=[f"{type_}:{key}" for type_, key in self.event.context.items()] if self.event.context else [],
             cta=fields.pop("cta", {}) or {},
             # Set now, not left to the column default: a retried step looks its
             # earlier message up by (job, delivery_key), and "" is what is stored.

@@ -1,0 +1,1 @@
+"""Novu's contexts (``/v2/contexts``) and their use by triggers and topic subscriptions."""

@@ -41,10 +41,10 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column('updated_at', herald.models.base.UTCDateTime(timezone=True), nullable=True))
     op.execute(
         sa.text(
-            "UPDATE topic_subscribers SET identifier = 'tk_' || topic_key || ':si_' || external_subscriber_id, "
+            "UPDATE topic_subscribers SET identifier = 'tk_' || topic_key || :separator || external_subscriber_id, "
             "created_at = (SELECT topics.created_at FROM topics WHERE topics.id = topic_subscribers.topic_id), "
             "updated_at = (SELECT topics.created_at FROM topics WHERE topics.id = topic_subscribers.topic_id)"
-        )
+        ).bindparams(separator=':si_')
     )
     with op.batch_alter_table('topic_subscribers', schema=None) as batch_op:
         batch_op.create_index('uq_topic_subscribers_topic_identifier', ['topic_id', 'identifier'], unique=True)

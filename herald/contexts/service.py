@@ -132,7 +132,9 @@ def parse_context(raw: Mapping[str, Any], field: str = "context") -> list[tuple[
 
 
 def context_keys(entries: list[tuple[str, str, dict[str, Any] | None]]) -> list[str]:
-    return [f"{type_}:{key}" for type_, key, _ in entries]
+    """The keys in the order of their types: PostgreSQL's JSONB keeps no order of an object's keys,
+    so a trigger's context, stored as one, is listed this way on every store."""
+    return sorted(f"{type_}:{key}" for type_, key, _ in entries)
 
 
 async def resolve(

@@ -129,7 +129,7 @@ async def test_subscriptions_create_reports_unknown_subscribers_and_creates_the_
     by_subscriber = {item["subscriber"]["subscriberId"]: item for item in body["data"]}
     assert by_subscriber["ada"]["identifier"] == "tk_launches:si_ada"
     assert by_subscriber["bob"]["identifier"] == "bob-launches" and by_subscriber["bob"]["name"] == "Bob's"
-    assert by_subscriber["ada"]["contextKeys"] == ["tenant:acme", "app:jira"]
+    assert by_subscriber["ada"]["contextKeys"] == ["app:jira", "tenant:acme"]
     preference = by_subscriber["ada"]["preferences"][0]
     assert preference["enabled"] is False and preference["condition"] == {"==": [1, 1]}
     assert preference["workflow"]["id"] == workflow["_id"]
@@ -139,7 +139,7 @@ async def test_subscriptions_create_reports_unknown_subscribers_and_creates_the_
     assert (await api.get("/v1/topics/launches")).json()["data"]["subscribers"] == ["ada", "bob"]
     stored = {row.external_subscriber_id: row for row in await subscriptions_in_store(app, "launches", tenancy.environment_id)}
     assert stored["bob"].identifier == "bob-launches"
-    assert stored["ada"].context_keys == ["tenant:acme", "app:jira"]
+    assert stored["ada"].context_keys == ["app:jira", "tenant:acme"]
     async with app.state.sessionmaker() as session:
         contexts = {(row.type, row.key): row.data for row in (await session.execute(select(Context))).scalars()
                     if row.environment_id == tenancy.environment_id}

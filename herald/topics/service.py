@@ -247,7 +247,8 @@ async def upsert_topic(
             return topic, True
         topic = await require_topic(session, principal, request.key)
     if fail_if_exists:
-        raise ConflictError(_exists_message(principal, request.key))
+        # novu-py reads the existing topic from the 409's body (TopicResponseDtoError.data).
+        raise ConflictError(_exists_message(principal, request.key), **topic_v2(topic).model_dump(by_alias=True, exclude_none=True))
     if request.name is not None and request.name != topic.name:
         topic.name = request.name
         topic.updated_at = utcnow()

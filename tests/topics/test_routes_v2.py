@@ -38,7 +38,8 @@ async def test_upsert_creates_201_then_answers_200_and_renames(api: httpx.AsyncC
     assert again.json()["data"]["name"] == "Daily news"
     # The v1 route sees the same topic.
     assert (await api.get("/v1/topics/news")).json()["data"]["name"] == "Daily news"
-    assert_error(await api.post("/v2/topics?failIfExists=true", json={"key": "news"}), 409)
+    conflict = assert_error(await api.post("/v2/topics?failIfExists=true", json={"key": "news"}), 409)
+    assert conflict["_id"] == topic["_id"] and conflict["key"] == "news"
     unnamed = (await api.post("/v2/topics", json={"key": "plain"})).json()["data"]
     assert unnamed["name"] == "plain"
 

@@ -95,4 +95,6 @@ class ContextRepository:
                 )
             )
         if without_data:
-            await self.session.execute(insert(Context).values(without_data).on_conflict_do_nothing(index_elements=index))
+            await self.session.execute(
+                insert(Context).values(without_data).on_conflict_do_nothing(index_elements=index)
+            )

@@ -39,7 +39,9 @@ async def list_contexts(
 
 
 @router.get("/{type}/{id}", response_model=DataResponse[ContextEntity], summary="Get a context")
-async def get_context(type: TypePath, id: IdPath, session: SessionDep, principal: PrincipalDep) -> DataResponse[ContextEntity]:
+async def get_context(
+    type: TypePath, id: IdPath, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[ContextEntity]:
     context = await service.require_context(session, principal, type, id)
     return DataResponse(data=service.to_schema(context))
 

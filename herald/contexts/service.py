@@ -138,7 +138,10 @@ def context_keys(entries: list[tuple[str, str, dict[str, Any] | None]]) -> list[
 
 
 async def resolve(
-    session: AsyncSession, environment_id: str, organization_id: str, entries: list[tuple[str, str, dict[str, Any] | None]]
+    session: AsyncSession,
+    environment_id: str,
+    organization_id: str,
+    entries: list[tuple[str, str, dict[str, Any] | None]],
 ) -> None:
     """Make the named contexts exist in the environment, with the data given where given."""
     if entries:

@@ -22,7 +22,6 @@ TriggerStatus = Literal[
 MAX_CONTEXT_KEYS = 5
 
 
-
 class ContextReference(RequestSchema):
     """A context named with data: ``{"id": "acme", "data": {...}}`` (stored, replacing its data)."""
 

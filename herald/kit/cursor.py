@@ -92,12 +92,12 @@ async def cursor_page(
     """One page of ``model`` rows matching ``conditions`` (which must carry the environment scope)."""
     column = order_columns.get(params.order_by)
     if column is None:
-        raise ValidationFailed.field(
-            "orderBy", f"orderBy must be one of {', '.join(order_columns)}", params.order_by
-        )
+        raise ValidationFailed.field("orderBy", f"orderBy must be one of {', '.join(order_columns)}", params.order_by)
     id_column = model.id
     counted = (
-        await session.execute(select(func.count()).select_from(select(id_column).where(*conditions).limit(COUNT_CAP + 1).subquery()))
+        await session.execute(
+            select(func.count()).select_from(select(id_column).where(*conditions).limit(COUNT_CAP + 1).subquery())
+        )
     ).scalar_one()
     total = min(int(counted), COUNT_CAP)
 

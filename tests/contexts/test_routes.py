@@ -19,7 +19,9 @@ async def test_create_and_get(api: httpx.AsyncClient, app: FastAPI, tenancy: Ten
     fetched = (await api.get("/v2/contexts/tenant/acme")).json()["data"]
     assert fetched == body
     async with app.state.sessionmaker() as session:
-        row = (await session.execute(select(Context).where(Context.environment_id == tenancy.environment_id))).scalar_one()
+        row = (
+            await session.execute(select(Context).where(Context.environment_id == tenancy.environment_id))
+        ).scalar_one()
     assert (row.type, row.key, row.data) == ("tenant", "acme", {"plan": "pro"})
     assert_error(await api.post("/v2/contexts", json={"type": "tenant", "id": "acme"}), 409)
     without_data = (await api.post("/v2/contexts", json={"type": "tenant", "id": "globex"})).json()["data"]

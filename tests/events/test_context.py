@@ -31,7 +31,11 @@ async def test_named_contexts_are_created_and_object_data_is_stored(
     await api.post("/v2/contexts", json={"type": "tenant", "id": "acme", "data": {"kept": True}})
     response = await api.post(
         "/v1/events/trigger",
-        json={"name": name, "to": "ada", "context": {"tenant": "acme", "app": {"id": "jira", "data": {"plan": "pro"}}, "region": "eu"}},
+        json={
+            "name": name,
+            "to": "ada",
+            "context": {"tenant": "acme", "app": {"id": "jira", "data": {"plan": "pro"}}, "region": "eu"},
+        },
     )
     assert response.status_code == 201, response.text
     assert response.json()["data"]["status"] == "processed"
@@ -47,9 +51,7 @@ async def test_named_contexts_are_created_and_object_data_is_stored(
     assert (await stored_contexts(app, tenancy.environment_id))[("tenant", "acme")] == {"v": 2}
     async with app.state.sessionmaker() as session:
         event = (
-            await session.execute(
-                select(Event).where(Event.transaction_id == response.json()["data"]["transactionId"])
-            )
+            await session.execute(select(Event).where(Event.transaction_id == response.json()["data"]["transactionId"]))
         ).scalar_one()
     assert event.context == {"tenant": "acme", "app": "jira", "region": "eu"}
 

@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from herald.models import Context, TopicSubscriber
 from tests.conftest import Tenancy, assert_error
-from tests.fixtures.builders import create_subscriber, create_workflow, unique
+from tests.fixtures.builders import create_subscriber, create_workflow
 
 
 async def subscribe(api: httpx.AsyncClient, key: str, body: dict[str, Any]) -> httpx.Response:
@@ -61,7 +61,9 @@ async def test_list_pages_with_cursors_both_ways(api: httpx.AsyncClient) -> None
     assert second["previous"] == second["data"][0]["_id"]
     last = (await api.get("/v2/topics", params={"limit": 2, "orderDirection": "ASC", "after": second["next"]})).json()
     assert [item["key"] for item in last["data"]] == ["t4"] and last["next"] is None
-    back = (await api.get("/v2/topics", params={"limit": 2, "orderDirection": "ASC", "before": second["previous"]})).json()
+    back = (
+        await api.get("/v2/topics", params={"limit": 2, "orderDirection": "ASC", "before": second["previous"]})
+    ).json()
     assert [item["key"] for item in back["data"]] == ["t0", "t1"] and back["previous"] is None
     assert back["next"] == back["data"][-1]["_id"]
     newest = (await api.get("/v2/topics", params={"limit": 1})).json()
@@ -119,14 +121,18 @@ async def test_subscriptions_create_reports_unknown_subscribers_and_creates_the_
         {
             "name": "Launches",
             "subscriptions": ["ada", {"subscriberId": "bob", "identifier": "bob-launches", "name": "Bob's"}, "ghost"],
-            "preferences": [{"workflowId": workflow["triggers"][0]["identifier"], "enabled": False, "condition": {"==": [1, 1]}}],
+            "preferences": [
+                {"workflowId": workflow["triggers"][0]["identifier"], "enabled": False, "condition": {"==": [1, 1]}}
+            ],
             "context": {"tenant": "acme", "app": {"id": "jira", "data": {"plan": "pro"}}},
         },
     )
     assert response.status_code == 201, response.text
     body = response.json()["data"]
     assert body["meta"] == {"totalCount": 3, "successful": 2, "failed": 1}
-    assert body["errors"] == [{"subscriberId": "ghost", "code": "SUBSCRIBER_NOT_FOUND", "message": body["errors"][0]["message"]}]
+    assert body["errors"] == [
+        {"subscriberId": "ghost", "code": "SUBSCRIBER_NOT_FOUND", "message": body["errors"][0]["message"]}
+    ]
     by_subscriber = {item["subscriber"]["subscriberId"]: item for item in body["data"]}
     assert by_subscriber["ada"]["identifier"] == "tk_launches:si_ada"
     assert by_subscriber["bob"]["identifier"] == "bob-launches" and by_subscriber["bob"]["name"] == "Bob's"
@@ -138,12 +144,17 @@ async def test_subscriptions_create_reports_unknown_subscribers_and_creates_the_
     # The topic was made, named as asked; v1 sees the members.
     assert (await api.get("/v2/topics/launches")).json()["data"]["name"] == "Launches"
     assert (await api.get("/v1/topics/launches")).json()["data"]["subscribers"] == ["ada", "bob"]
-    stored = {row.external_subscriber_id: row for row in await subscriptions_in_store(app, "launches", tenancy.environment_id)}
+    stored = {
+        row.external_subscriber_id: row for row in await subscriptions_in_store(app, "launches", tenancy.environment_id)
+    }
     assert stored["bob"].identifier == "bob-launches"
     assert stored["ada"].context_keys == ["app:jira", "tenant:acme"]
     async with app.state.sessionmaker() as session:
-        contexts = {(row.type, row.key): row.data for row in (await session.execute(select(Context))).scalars()
-                    if row.environment_id == tenancy.environment_id}
+        contexts = {
+            (row.type, row.key): row.data
+            for row in (await session.execute(select(Context))).scalars()
+            if row.environment_id == tenancy.environment_id
+        }
     assert contexts == {("tenant", "acme"): {}, ("app", "jira"): {"plan": "pro"}}
 
 
@@ -176,7 +187,11 @@ async def test_list_get_update_and_delete_subscriptions(api: httpx.AsyncClient, 
     page = (await api.get("/v2/topics/team/subscriptions", params={"limit": 2, "orderDirection": "ASC"})).json()
     assert [item["subscriber"]["subscriberId"] for item in page["data"]] == ["ada", "bob"]
     assert page["totalCount"] == 3 and page["next"]
-    rest = (await api.get("/v2/topics/team/subscriptions", params={"limit": 2, "orderDirection": "ASC", "after": page["next"]})).json()
+    rest = (
+        await api.get(
+            "/v2/topics/team/subscriptions", params={"limit": 2, "orderDirection": "ASC", "after": page["next"]}
+        )
+    ).json()
     assert [item["subscriber"]["subscriberId"] for item in rest["data"]] == ["cy"]
     only = (await api.get("/v2/topics/team/subscriptions", params={"subscriberId": "bob"})).json()
     assert [item["identifier"] for item in only["data"]] == ["tk_team:si_bob"]
@@ -185,7 +200,9 @@ async def test_list_get_update_and_delete_subscriptions(api: httpx.AsyncClient, 
     assert details["identifier"] == "cy-sub"
     assert_error(await api.get("/v2/topics/team/subscriptions/nope"), 404)
 
-    updated = await api.patch("/v2/topics/team/subscriptions/cy-sub", json={"name": "Cy", "preferences": ["some-workflow"]})
+    updated = await api.patch(
+        "/v2/topics/team/subscriptions/cy-sub", json={"name": "Cy", "preferences": ["some-workflow"]}
+    )
     assert updated.status_code == 200, updated.text
     body = updated.json()["data"]
     assert body["name"] == "Cy"
@@ -210,8 +227,13 @@ async def test_subscriptions_of_another_environment_are_not_found(
     await create_subscriber(api, subscriberId="ada")
     await subscribe(api, "shared-key", {"subscriptions": ["ada"]})
     assert_error(await production_api.get("/v2/topics/shared-key/subscriptions/tk_shared-key:si_ada"), 404)
-    assert_error(await production_api.patch("/v2/topics/shared-key/subscriptions/tk_shared-key:si_ada", json={"name": "x"}), 404)
-    assert_error(await production_api.request("DELETE", "/v2/topics/shared-key/subscriptions", json={"subscriptions": ["ada"]}), 404)
+    assert_error(
+        await production_api.patch("/v2/topics/shared-key/subscriptions/tk_shared-key:si_ada", json={"name": "x"}), 404
+    )
+    assert_error(
+        await production_api.request("DELETE", "/v2/topics/shared-key/subscriptions", json={"subscriptions": ["ada"]}),
+        404,
+    )
     # The same key in production is another topic; ada is not a subscriber there.
     other = (await subscribe(production_api, "shared-key", {"subscriptions": ["ada"]})).json()["data"]
     assert other["meta"]["successful"] == 0 and other["errors"][0]["code"] == "SUBSCRIBER_NOT_FOUND"
@@ -228,7 +250,12 @@ async def test_a_subscribers_subscriptions(api: httpx.AsyncClient) -> None:
     listed = (await api.get("/v2/subscribers/ada/subscriptions", params={"orderDirection": "ASC", "limit": 2})).json()
     assert [item["topic"]["key"] for item in listed["data"]] == ["a1", "a2"]
     assert listed["totalCount"] == 3 and listed["next"]
-    rest = (await api.get("/v2/subscribers/ada/subscriptions", params={"orderDirection": "ASC", "after": listed["next"]})).json()
+    rest = (
+        await api.get("/v2/subscribers/ada/subscriptions", params={"orderDirection": "ASC", "after": listed["next"]})
+    ).json()
     assert [item["topic"]["key"] for item in rest["data"]] == ["a3"]
-    assert [item["topic"]["key"] for item in (await api.get("/v2/subscribers/ada/subscriptions", params={"key": "a2"})).json()["data"]] == ["a2"]
+    assert [
+        item["topic"]["key"]
+        for item in (await api.get("/v2/subscribers/ada/subscriptions", params={"key": "a2"})).json()["data"]
+    ] == ["a2"]
     assert_error(await api.get("/v2/subscribers/nobody/subscriptions"), 404)

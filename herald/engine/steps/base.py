@@ -122,7 +122,9 @@ class StepContext:
             overrides=self.event.overrides or {},
             # The trigger's context, as Novu lists it on a message: "type:id", in the order of the
             # types (the stored object keeps none on PostgreSQL; contexts.service.context_keys).
-            context_keys=sorted(f"{type_}:{key}" for type_, key in self.event.context.items()) if self.event.context else [],
+            context_keys=sorted(f"{type_}:{key}" for type_, key in self.event.context.items())
+            if self.event.context
+            else [],
             cta=fields.pop("cta", {}) or {},
             # Set now, not left to the column default: a retried step looks its
             # earlier message up by (job, delivery_key), and "" is what is stored.

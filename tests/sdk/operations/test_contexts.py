@@ -36,7 +36,9 @@ async def test_contexts_list(novu: Novu) -> None:
     first = await call(lambda: novu.contexts.list(request={"limit": 2, "order_direction": "ASC"}).result)
     assert [item.id for item in first.data] == ["alpha", "beta"]
     assert first.total_count == 3 and first.next is not None
-    rest = await call(lambda: novu.contexts.list(request={"limit": 2, "order_direction": "ASC", "after": first.next}).result)
+    rest = await call(
+        lambda: novu.contexts.list(request={"limit": 2, "order_direction": "ASC", "after": first.next}).result
+    )
     assert [item.id for item in rest.data] == ["gamma"]
     searched = await call(lambda: novu.contexts.list(request={"search": "mm"}).result)
     assert [item.id for item in searched.data] == ["gamma"]
@@ -53,7 +55,11 @@ async def test_contexts_retrieve(novu: Novu) -> None:
 async def test_contexts_update(novu: Novu) -> None:
     await call(lambda: make(novu, "acme", {"plan": "pro"}))
     updated = await call(
-        lambda: novu.contexts.update(type_="tenant", id="acme", update_context_request_dto={"data": {"plan": "free"}}).result
+        lambda: (
+            novu.contexts.update(
+                type_="tenant", id="acme", update_context_request_dto={"data": {"plan": "free"}}
+            ).result
+        )
     )
     assert updated.data == {"plan": "free"}
     assert (await call(lambda: novu.contexts.retrieve(type_="tenant", id="acme").result)).data == {"plan": "free"}

@@ -16,14 +16,18 @@ async def test_subscribers_topics_list(novu: Novu) -> None:
             )
         )
     first = await call(
-        lambda: novu.subscribers.topics.list(request={"subscriber_id": "ada", "limit": 2, "order_direction": "ASC"}).result
+        lambda: (
+            novu.subscribers.topics.list(request={"subscriber_id": "ada", "limit": 2, "order_direction": "ASC"}).result
+        )
     )
     assert [item.topic.key for item in first.data] == ["a1", "a2"]
     assert first.total_count == 3 and first.next is not None
     rest = await call(
-        lambda: novu.subscribers.topics.list(
-            request={"subscriber_id": "ada", "limit": 2, "order_direction": "ASC", "after": first.next}
-        ).result
+        lambda: (
+            novu.subscribers.topics.list(
+                request={"subscriber_id": "ada", "limit": 2, "order_direction": "ASC", "after": first.next}
+            ).result
+        )
     )
     assert [item.topic.key for item in rest.data] == ["a3"]
     assert rest.data[0].subscriber.subscriber_id == "ada"

@@ -38,7 +38,9 @@ async def test_topics_list(novu: Novu) -> None:
     first = await call(lambda: novu.topics.list(request={"limit": 2, "order_direction": "ASC"}).result)
     assert [topic.key for topic in first.data] == ["t0", "t1"]
     assert first.total_count == 3 and first.next is not None and first.previous is None
-    rest = await call(lambda: novu.topics.list(request={"limit": 2, "order_direction": "ASC", "after": first.next}).result)
+    rest = await call(
+        lambda: novu.topics.list(request={"limit": 2, "order_direction": "ASC", "after": first.next}).result
+    )
     assert [topic.key for topic in rest.data] == ["t2"] and rest.next is None
     named = await call(lambda: novu.topics.list(request={"key": "t1"}).result)
     assert [topic.key for topic in named.data] == ["t1"]
@@ -54,14 +56,20 @@ async def test_topics_get(novu: Novu) -> None:
 
 async def test_topics_update(novu: Novu) -> None:
     await call(lambda: novu.topics.create(create_update_topic_request_dto={"key": "ops", "name": "Ops"}))
-    updated = await call(lambda: novu.topics.update(topic_key="ops", update_topic_request_dto={"name": "Operations"}).result)
+    updated = await call(
+        lambda: novu.topics.update(topic_key="ops", update_topic_request_dto={"name": "Operations"}).result
+    )
     assert updated.name == "Operations"
     assert (await call(lambda: novu.topics.get(topic_key="ops").result)).name == "Operations"
 
 
 async def test_topics_delete(novu: Novu) -> None:
     await call(lambda: subscriber(novu, "ada"))
-    await call(lambda: novu.topics.subscriptions.create(topic_key="ops", create_topic_subscriptions_request_dto={"subscriptions": ["ada"]}))
+    await call(
+        lambda: novu.topics.subscriptions.create(
+            topic_key="ops", create_topic_subscriptions_request_dto={"subscriptions": ["ada"]}
+        )
+    )
     deleted = await call(lambda: novu.topics.delete(topic_key="ops").result)
     assert deleted.acknowledged is True
     with pytest.raises(models.ErrorDto):
@@ -70,8 +78,14 @@ async def test_topics_delete(novu: Novu) -> None:
 
 async def test_topics_subscribers_retrieve(novu: Novu) -> None:
     await call(lambda: subscriber(novu, "ada"))
-    await call(lambda: novu.topics.subscriptions.create(topic_key="ops", create_topic_subscriptions_request_dto={"subscriptions": ["ada"]}))
-    membership = await call(lambda: novu.topics.subscribers.retrieve(topic_key="ops", external_subscriber_id="ada").result)
+    await call(
+        lambda: novu.topics.subscriptions.create(
+            topic_key="ops", create_topic_subscriptions_request_dto={"subscriptions": ["ada"]}
+        )
+    )
+    membership = await call(
+        lambda: novu.topics.subscribers.retrieve(topic_key="ops", external_subscriber_id="ada").result
+    )
     assert membership.topic_key == "ops" and membership.external_subscriber_id == "ada"
 
 
@@ -79,15 +93,17 @@ async def test_topics_subscriptions_create(novu: Novu) -> None:
     await call(lambda: subscriber(novu, "ada"))
     await call(lambda: subscriber(novu, "bob"))
     created = await call(
-        lambda: novu.topics.subscriptions.create(
-            topic_key="launches",
-            create_topic_subscriptions_request_dto={
-                "name": "Launches",
-                "subscriptions": ["ada", {"subscriber_id": "bob", "identifier": "bob-launches"}, "ghost"],
-                "preferences": [{"workflow_id": "launch-note", "enabled": False}],
-                "context": {"tenant": "acme"},
-            },
-        ).result
+        lambda: (
+            novu.topics.subscriptions.create(
+                topic_key="launches",
+                create_topic_subscriptions_request_dto={
+                    "name": "Launches",
+                    "subscriptions": ["ada", {"subscriber_id": "bob", "identifier": "bob-launches"}, "ghost"],
+                    "preferences": [{"workflow_id": "launch-note", "enabled": False}],
+                    "context": {"tenant": "acme"},
+                },
+            ).result
+        )
     )
     assert created.meta.successful == 2 and created.meta.failed == 1
     assert created.errors is not None and created.errors[0].subscriber_id == "ghost"
@@ -102,16 +118,24 @@ async def test_topics_subscriptions_create(novu: Novu) -> None:
 async def test_topics_subscriptions_list(novu: Novu) -> None:
     for name in ("ada", "bob", "cy"):
         await call(lambda name=name: subscriber(novu, name))
-    await call(lambda: novu.topics.subscriptions.create(topic_key="team", create_topic_subscriptions_request_dto={"subscriptions": ["ada", "bob", "cy"]}))
+    await call(
+        lambda: novu.topics.subscriptions.create(
+            topic_key="team", create_topic_subscriptions_request_dto={"subscriptions": ["ada", "bob", "cy"]}
+        )
+    )
     first = await call(
-        lambda: novu.topics.subscriptions.list(request={"topic_key": "team", "limit": 2, "order_direction": "ASC"}).result
+        lambda: (
+            novu.topics.subscriptions.list(request={"topic_key": "team", "limit": 2, "order_direction": "ASC"}).result
+        )
     )
     assert [item.subscriber.subscriber_id for item in first.data] == ["ada", "bob"]
     assert first.total_count == 3 and first.next is not None
     rest = await call(
-        lambda: novu.topics.subscriptions.list(
-            request={"topic_key": "team", "limit": 2, "order_direction": "ASC", "after": first.next}
-        ).result
+        lambda: (
+            novu.topics.subscriptions.list(
+                request={"topic_key": "team", "limit": 2, "order_direction": "ASC", "after": first.next}
+            ).result
+        )
     )
     assert [item.subscriber.subscriber_id for item in rest.data] == ["cy"]
     assert rest.data[0].topic.key == "team"
@@ -122,41 +146,60 @@ async def test_topics_subscriptions_get_subscription(novu: Novu) -> None:
     await call(
         lambda: novu.topics.subscriptions.create(
             topic_key="team",
-            create_topic_subscriptions_request_dto={"subscriptions": [{"subscriber_id": "ada", "identifier": "ada-team", "name": "Ada"}]},
+            create_topic_subscriptions_request_dto={
+                "subscriptions": [{"subscriber_id": "ada", "identifier": "ada-team", "name": "Ada"}]
+            },
         )
     )
-    details = await call(lambda: novu.topics.subscriptions.get_subscription(topic_key="team", identifier="ada-team").result)
+    details = await call(
+        lambda: novu.topics.subscriptions.get_subscription(topic_key="team", identifier="ada-team").result
+    )
     assert details.identifier == "ada-team" and details.name == "Ada"
 
 
 async def test_topics_subscriptions_update(novu: Novu) -> None:
     await call(lambda: subscriber(novu, "ada"))
-    await call(lambda: novu.topics.subscriptions.create(topic_key="team", create_topic_subscriptions_request_dto={"subscriptions": ["ada"]}))
+    await call(
+        lambda: novu.topics.subscriptions.create(
+            topic_key="team", create_topic_subscriptions_request_dto={"subscriptions": ["ada"]}
+        )
+    )
     updated = await call(
-        lambda: novu.topics.subscriptions.update(
-            topic_key="team",
-            identifier="tk_team:si_ada",
-            update_topic_subscription_request_dto={"name": "Ada's", "preferences": [{"workflow_id": "w", "enabled": False, "condition": {"==": [1, 1]}}]},
-        ).result
+        lambda: (
+            novu.topics.subscriptions.update(
+                topic_key="team",
+                identifier="tk_team:si_ada",
+                update_topic_subscription_request_dto={
+                    "name": "Ada's",
+                    "preferences": [{"workflow_id": "w", "enabled": False, "condition": {"==": [1, 1]}}],
+                },
+            ).result
+        )
     )
     assert updated.name == "Ada's"
     assert updated.preferences is not None and updated.preferences[0].condition == {"==": [1, 1]}
-    details = await call(lambda: novu.topics.subscriptions.get_subscription(topic_key="team", identifier="tk_team:si_ada").result)
+    details = await call(
+        lambda: novu.topics.subscriptions.get_subscription(topic_key="team", identifier="tk_team:si_ada").result
+    )
     assert details.name == "Ada's"
 
 
 async def test_topics_subscriptions_delete(novu: Novu) -> None:
     await call(lambda: subscriber(novu, "ada"))
     await call(lambda: subscriber(novu, "bob"))
-    await call(lambda: novu.topics.subscriptions.create(topic_key="team", create_topic_subscriptions_request_dto={"subscriptions": ["ada", "bob"]}))
+    await call(
+        lambda: novu.topics.subscriptions.create(
+            topic_key="team", create_topic_subscriptions_request_dto={"subscriptions": ["ada", "bob"]}
+        )
+    )
     removed = await call(
-        lambda: novu.topics.subscriptions.delete(
-            topic_key="team", delete_topic_subscriptions_request_dto={"subscriptions": ["ada", "ghost"]}
-        ).result
+        lambda: (
+            novu.topics.subscriptions.delete(
+                topic_key="team", delete_topic_subscriptions_request_dto={"subscriptions": ["ada", "ghost"]}
+            ).result
+        )
     )
     assert [item.identifier for item in removed.data] == ["tk_team:si_ada"]
     assert removed.meta.failed == 1
     left = await call(lambda: novu.topics.subscriptions.list(request={"topic_key": "team"}).result)
     assert [item.subscriber.subscriber_id for item in left.data] == ["bob"]
-
-

@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from herald.models import Context, Event
 from tests.conftest import Tenancy, assert_error
+from tests.engine.conftest import statements_while
 from tests.fixtures.builders import create_subscriber, create_workflow
 
 
@@ -92,3 +93,18 @@ async def test_a_malformed_context_is_refused(api: httpx.AsyncClient, app: FastA
         response = await api.post("/v1/events/trigger", json={"name": name, "to": "ada", "context": context})
         assert_error(response, 422)
     assert await stored_contexts(app, tenancy.environment_id) == {}
+
+
+async def test_a_trigger_without_context_sends_no_statement_about_contexts(
+    api: httpx.AsyncClient, app: FastAPI
+) -> None:
+    """The trigger route is the hot path: only a trigger that names a context pays for one."""
+    name = await ready(api)
+
+    async def send(body: dict[str, Any]) -> None:
+        response = await api.post("/v1/events/trigger", json={"name": name, "to": "ada", **body})
+        assert response.status_code == 201, response.text
+
+    about_contexts = lambda statement: "contexts" in statement.lower()  # noqa: E731
+    assert await statements_while(app, send({}), about_contexts) == []
+    assert len(await statements_while(app, send({"context": {"tenant": "acme"}}), about_contexts)) == 1

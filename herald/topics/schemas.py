@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
@@ -215,6 +215,10 @@ class TopicSubscriptionList(CursorList):
     data: list[TopicSubscription]
 
 
+# A subscriberId as a request names one: never empty.
+SubscriberIdText = Annotated[str, Field(min_length=1, max_length=255)]
+
+
 class SubscriberIdentifier(RequestSchema):
     """One subscription to make: its subscriber, and the identifier and name it gets."""
 
@@ -242,7 +246,7 @@ class WorkflowPreferenceRule(RequestSchema):
     condition: dict[str, Any] | None = None
 
 
-PreferenceRule = str | WorkflowPreferenceRule
+PreferenceRule = Annotated[str, Field(min_length=1, max_length=300)] | WorkflowPreferenceRule
 
 
 class ContextReference(RequestSchema):
@@ -254,16 +258,16 @@ ContextValue = str | ContextReference
 
 
 class CreateTopicSubscriptionsRequest(RequestSchema):
-    subscriberIds: list[str] = Field(default_factory=list, max_length=100)
-    subscriptions: list[str | SubscriberIdentifier] = Field(default_factory=list, max_length=100)
+    subscriberIds: list[SubscriberIdText] = Field(default_factory=list, max_length=100)
+    subscriptions: list[SubscriberIdText | SubscriberIdentifier] = Field(default_factory=list, max_length=100)
     name: str | None = Field(default=None, max_length=255)
     context: dict[str, ContextValue] | None = None
     preferences: list[PreferenceRule] | None = Field(default=None, max_length=100)
 
 
 class DeleteTopicSubscriptionsRequest(RequestSchema):
-    subscriberIds: list[str] = Field(default_factory=list, max_length=100)
-    subscriptions: list[str | SubscriptionToRemove] = Field(default_factory=list, max_length=100)
+    subscriberIds: list[SubscriberIdText] = Field(default_factory=list, max_length=100)
+    subscriptions: list[SubscriberIdText | SubscriptionToRemove] = Field(default_factory=list, max_length=100)
 
 
 class UpdateTopicSubscriptionRequest(RequestSchema):

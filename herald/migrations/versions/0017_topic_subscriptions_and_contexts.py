@@ -1,7 +1,7 @@
 """topic subscriptions (Novu v2) and contexts
 
-Revision ID: 0011
-Revises: 0009
+Revision ID: 0017
+Revises: 0016
 Create Date: 2026-11-25
 
 Novu's v2 topic routes speak of subscriptions rather than members: each has
@@ -23,8 +23,8 @@ from sqlalchemy.dialects import postgresql
 
 import herald.models.base
 
-revision = '0011'
-down_revision = '0009'
+revision = '0017'
+down_revision = '0016'
 branch_labels = None
 depends_on = None
 

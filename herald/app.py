@@ -159,7 +159,7 @@ def create_app(settings: Settings | None = None) -> HeraldApp:
         hand_over(session)
 
     sessionmaker = create_sessionmaker(engine, after_commit=after_commit, after_rollback=forget_on_rollback)
-    realtime = Realtime(sessionmaker, settings.secret_key, settings.database_url)
+    realtime = Realtime(sessionmaker, settings.secret_key, settings.database_url, settings.realtime_heartbeat_seconds)
     realtime_holder.append(realtime)
     api_keys = ApiKeyResolver(sessionmaker, settings.api_key_cache_seconds)
 
@@ -176,6 +176,8 @@ def create_app(settings: Settings | None = None) -> HeraldApp:
         worker_engine = None
         # On PostgreSQL every process's inbox changes reach this process's sockets through LISTEN.
         listener = None if settings.is_sqlite else asyncio.create_task(realtime.listen(stop))
+        # This process's row among the socket holders, its heartbeat and sweep of dead ones.
+        await realtime.start()
         if settings.run_worker:
             worker_sessions = sessionmaker
             if not settings.is_sqlite:

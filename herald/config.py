@@ -81,6 +81,10 @@ class Settings:
     inbox_token_seconds: int = 24 * 3600
     # Origins a browser may call the inbox routes (/v1/inbox) from; "*" is any.
     cors_origins: tuple[str, ...] = ("*",)
+    # An API process refreshes its row in the store this often; a row not
+    # refreshed for three of these is a dead process, whose subscribers go
+    # offline (herald/realtime/service.py).
+    realtime_heartbeat_seconds: float = 10.0
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -175,6 +179,7 @@ def load_settings(**overrides: object) -> Settings:
         "cors_origins": tuple(
             origin.strip() for origin in env.get("HERALD_CORS_ORIGINS", "*").split(",") if origin.strip()
         ),
+        "realtime_heartbeat_seconds": _number(env, "HERALD_REALTIME_HEARTBEAT_SECONDS", "10", float),
     }
     for name in ("HERALD_RATE_LIMIT_TRIGGERS", "HERALD_RATE_LIMIT_REQUESTS"):
         if float(values[name[7:].lower()]) < 0:  # type: ignore[arg-type]
@@ -189,5 +194,9 @@ def load_settings(**overrides: object) -> Settings:
     for name in ("HERALD_BREAKER_WINDOW_SECONDS", "HERALD_BREAKER_COOLDOWN_SECONDS"):
         if float(values[name[7:].lower()]) <= 0:  # type: ignore[arg-type]
             raise SettingsError(f"{name} must be a number of seconds above 0, not {env[name]!r}")
+    if float(values["realtime_heartbeat_seconds"]) <= 0:  # type: ignore[arg-type]
+        raise SettingsError(
+            f"HERALD_REALTIME_HEARTBEAT_SECONDS must be a number of seconds above 0, not {env['HERALD_REALTIME_HEARTBEAT_SECONDS']!r}"
+        )
     values.update(overrides)
     return Settings(**values)  # type: ignore[arg-type]

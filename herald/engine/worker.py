@@ -106,6 +106,7 @@ class Worker:
         """Claim one batch of due jobs and run it; returns how many jobs ran."""
         if time.monotonic() >= self._next_sweep:
             await self.runner.take_back_from_dead_workers()
+            await self.sweep_dead_socket_holders()
             self._next_sweep = time.monotonic() + min(self.settings.lease_seconds, SWEEP_SECONDS)
         if time.monotonic() >= self._next_purge:
             await self.purge_expired_idempotency_records()
@@ -121,6 +122,17 @@ class Worker:
             return 0
         await self.runner.run_batch(jobs, self.concurrency)
         return len(jobs)
+
+    async def sweep_dead_socket_holders(self) -> int:
+        """Subscribers held only by API processes that died without closing go offline (realtime/service.py),
+        also when no API process is left to sweep them."""
+        from herald.realtime.service import sweep_dead_processes
+
+        try:
+            return await sweep_dead_processes(self.sessionmaker)
+        except Exception:
+            logger.warning("could not sweep dead realtime processes", exc_info=True)
+            return 0
 
     async def purge_expired_idempotency_records(self) -> int:
         """Delete idempotency records past their 24 hours, a bounded batch per transaction."""

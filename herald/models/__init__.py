@@ -10,6 +10,7 @@ from herald.models.layout import Layout
 from herald.models.message import IdempotencyRecord, Message
 from herald.models.organization import ApiKey, Environment, NotificationGroup, Organization
 from herald.models.preference import SubscriberPreference
+from herald.models.realtime import RealtimePresence, RealtimeProcess
 from herald.models.subscriber import Subscriber, Tenant, Topic, TopicSubscriber
 from herald.models.throttle import ThrottleWindow
 from herald.models.translation import Translation, TranslationLocales
@@ -33,6 +34,8 @@ __all__ = [
     "Notification",
     "NotificationGroup",
     "Organization",
+    "RealtimePresence",
+    "RealtimeProcess",
     "Subscriber",
     "SubscriberPreference",
     "Tenant",

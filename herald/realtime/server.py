@@ -11,12 +11,19 @@ Each socket joins a room of its subscriber, named by environment and
 subscriber id; changes reach it through herald.realtime.signals. This process
 counts the sockets it holds per room, so a change of a subscriber with no
 socket here costs one dict look-up and no statement.
+
+Online state spans processes (herald.realtime.service): when a room's count
+here goes 0 -> 1 or 1 -> 0 this process writes its presence in the store, one
+short transaction; a heartbeat keeps its row alive and sweeps the processes
+that died without closing. Nothing of it runs per change or per event.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any
@@ -29,6 +36,7 @@ from starlette.types import Receive, Scope, Send
 from herald.kit.auth import SubscriberPrincipal, verify_subscriber_token
 from herald.kit.db import listen_until, session_scope
 from herald.kit.errors import UnauthorizedError
+from herald.kit.ids import short_id
 from herald.realtime import service
 from herald.realtime.signals import CHANNEL, RECEIVED, Change
 
@@ -41,13 +49,31 @@ def room_of(environment_id: str, subscriber_id: str) -> str:
     return f"{environment_id}:{subscriber_id}"
 
 
+class _RoomLock:
+    """One room's writes in order; dropped when no write of the room is running or waiting."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
 class Realtime:
     """This process's sockets: who holds which, and what each is sent."""
 
-    def __init__(self, sessionmaker: async_sessionmaker[AsyncSession], secret_key: str, database_url: str) -> None:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        secret_key: str,
+        database_url: str,
+        heartbeat_seconds: float = 10.0,
+    ) -> None:
         self.sessionmaker = sessionmaker
         self.secret_key = secret_key
         self.database_url = database_url
+        # This process in realtime_processes and realtime_presence.
+        self.process_id = f"{socket.gethostname()}:{os.getpid()}:{short_id(6)}"
+        self.heartbeat_seconds = heartbeat_seconds
+        self.ttl = service.process_ttl(heartbeat_seconds)
         self.server = socketio.AsyncServer(
             async_mode="asgi",
             transports=["websocket"],
@@ -62,6 +88,13 @@ class Realtime:
         self.sockets: dict[str, int] = {}
         self._principals: dict[str, SubscriberPrincipal] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # Rooms this process has written as held in the store, and a lock per
+        # room so a quick connect and disconnect write in the order they happened.
+        self._recorded: set[str] = set()
+        self._room_locks: dict[str, _RoomLock] = {}
+        self._principal_of_room: dict[str, SubscriberPrincipal] = {}
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._stop_heartbeat = asyncio.Event()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.server.handle_request(scope, receive, send)
@@ -78,9 +111,10 @@ class Realtime:
             raise socketio.exceptions.ConnectionRefusedError(exc.message) from None
         room = room_of(principal.environment_id, principal.subscriber_id)
         self._principals[sid] = principal
+        self._principal_of_room[room] = principal
         self.sockets[room] = self.sockets.get(room, 0) + 1
         await self.server.enter_room(sid, room)
-        await self._mark(principal, online=True)
+        await self._record(room)
 
     async def _disconnect(self, sid: str, *_reason: Any) -> None:
         principal = self._principals.pop(sid, None)
@@ -92,14 +126,86 @@ class Realtime:
             self.sockets[room] = left
             return
         self.sockets.pop(room, None)
-        await self._mark(principal, online=False)
+        await self._record(room)
 
-    async def _mark(self, principal: SubscriberPrincipal, *, online: bool) -> None:
+    async def _record(self, room: str) -> None:
+        """Write whether this process holds the room's subscriber, if that differs from what the store has.
+
+        Only a room's 0 -> 1 and 1 -> 0 get here; under the room's lock the
+        count is read again, so a disconnect that overtook its connect's write
+        ends with the store as the sockets are.
+        """
+        entry = self._room_locks.get(room)
+        if entry is None:
+            entry = self._room_locks[room] = _RoomLock()
+        entry.users += 1
+        try:
+            async with entry.lock:
+                holds = self.sockets.get(room, 0) > 0
+                if holds == (room in self._recorded):
+                    return
+                principal = self._principal_of_room[room]
+                try:
+                    async for session in session_scope(self.sessionmaker):
+                        if holds:
+                            await service.hold(session, self.process_id, self.ttl, principal.environment_id, principal.subscriber_id)
+                        else:
+                            await service.release(session, self.process_id, principal.environment_id, principal.subscriber_id)
+                except Exception:
+                    logger.warning(
+                        "could not record subscriber %s %s", principal.subscriber_id, "online" if holds else "offline", exc_info=True
+                    )
+                    return
+                if holds:
+                    self._recorded.add(room)
+                else:
+                    self._recorded.discard(room)
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                self._room_locks.pop(room, None)
+                if room not in self._recorded and not self.sockets.get(room):
+                    self._principal_of_room.pop(room, None)
+
+    # -- presence across processes --------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Write this process's row and start its heartbeat (the lifespan's start)."""
         try:
             async for session in session_scope(self.sessionmaker):
-                await service.set_online(session, principal, online)
+                await service.register_process(session, self.process_id, self.ttl)
         except Exception:
-            logger.warning("could not record subscriber %s %s", principal.subscriber_id, "online" if online else "offline", exc_info=True)
+            logger.warning("could not register realtime process %s", self.process_id, exc_info=True)
+        self._stop_heartbeat.clear()
+        self._heartbeat = asyncio.create_task(self._keep_alive())
+
+    async def _keep_alive(self) -> None:
+        """Every heartbeat: refresh this process's row, then sweep the processes that stopped beating."""
+        while not self._stop_heartbeat.is_set():
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self._stop_heartbeat.wait(), self.heartbeat_seconds)
+            if self._stop_heartbeat.is_set():
+                return
+            await self.beat()
+
+    async def beat(self) -> None:
+        try:
+            async for session in session_scope(self.sessionmaker):
+                alive = await service.heartbeat(session, self.process_id, self.ttl)
+            if not alive:
+                await self._announce_again()
+            await service.sweep_dead_processes(self.sessionmaker)
+        except Exception:
+            logger.warning("realtime heartbeat of %s failed", self.process_id, exc_info=True)
+
+    async def _announce_again(self) -> None:
+        """A sweep took this process while it was alive (paused longer than its row lives): write it and its presence again."""
+        logger.warning("realtime process %s was swept while alive; writing its presence again", self.process_id)
+        async for session in session_scope(self.sessionmaker):
+            await service.register_process(session, self.process_id, self.ttl)
+        self._recorded.clear()
+        for room in list(self.sockets):
+            await self._record(room)
 
     # -- changes --------------------------------------------------------------------------------
 
@@ -137,8 +243,20 @@ class Realtime:
         await listen_until(self.database_url, CHANNEL, self.heard, stop, what="realtime")
 
     async def close(self) -> None:
+        """Close this process's sockets and remove its presence (a clean shutdown leaves nobody online here)."""
+        self._stop_heartbeat.set()
+        if self._heartbeat is not None:
+            with suppress(Exception):
+                await self._heartbeat
+            self._heartbeat = None
         for sid in list(self._principals):
             with suppress(Exception):
                 await self.server.disconnect(sid)
         for task in list(self._tasks):
             task.cancel()
+        try:
+            async for session in session_scope(self.sessionmaker):
+                await service.sweep_process(session, self.process_id, expired_before=None)
+        except Exception:
+            logger.warning("could not remove the presence of realtime process %s", self.process_id, exc_info=True)
+        self._recorded.clear()

@@ -11,12 +11,14 @@ counts, hasMore}``, of which the client reads ``counts``, the session's
 
 from __future__ import annotations
 
+from collections import defaultdict
+from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald.inbox.service import NotificationView, to_inbox_notification
-from herald.kit.auth import SubscriberPrincipal
+from herald.kit.db import session_scope
 from herald.kit.time import utcnow
 from herald.realtime import repository
 
@@ -86,6 +88,96 @@ def novu_message(view: NotificationView) -> dict[str, Any]:
     }
 
 
-async def set_online(session: AsyncSession, principal: SubscriberPrincipal, online: bool) -> None:
-    """``isOnline`` as Novu's socket keeps it: true on connect; false, with ``lastOnlineAt``, on the last disconnect."""
-    await repository.set_online(session, principal.environment_id, principal.subscriber_id, online)
+# -- online across API processes ------------------------------------------------------------------
+#
+# ``isOnline`` as Novu's socket keeps it: true on connect; false, with
+# ``lastOnlineAt``, on the last disconnect, wherever the subscriber's sockets
+# are. Each API process keeps in the store which subscribers it holds a socket
+# of (realtime_presence) and that it is alive (realtime_processes, pushed
+# ahead by its heartbeat); the per-socket counts stay in its memory.
+
+# A process's row expires this many heartbeats after it was last refreshed:
+# one missed beat (a busy event loop, a slow commit) is no death.
+EXPIRY_HEARTBEATS = 3
+# Subscribers per statement when a whole process's presence goes at once.
+CHUNK = 500
+
+
+def process_ttl(heartbeat_seconds: float) -> timedelta:
+    return timedelta(seconds=heartbeat_seconds * EXPIRY_HEARTBEATS)
+
+
+async def register_process(session: AsyncSession, process_id: str, ttl: timedelta) -> None:
+    now = utcnow()
+    await repository.register_process(session, process_id, now, now + ttl)
+
+
+async def heartbeat(session: AsyncSession, process_id: str, ttl: timedelta) -> bool:
+    """Keep this process alive in the store; False when a sweep took it (its presence must be written again)."""
+    now = utcnow()
+    return await repository.keep_process(session, process_id, now, now + ttl)
+
+
+async def hold(session: AsyncSession, process_id: str, ttl: timedelta, environment_id: str, subscriber_id: str) -> None:
+    """This process's first socket of the subscriber (0 -> 1): it holds them, and they are online."""
+    now = utcnow()
+    await repository.ensure_process(session, process_id, now, now + ttl)
+    await repository.add_presence(session, process_id, environment_id, subscriber_id)
+    # Takes the subscriber's row lock: serialized with a release or sweep of the same subscriber.
+    await repository.set_online(session, environment_id, subscriber_id, True)
+
+
+async def release(session: AsyncSession, process_id: str, environment_id: str, subscriber_id: str) -> bool:
+    """This process's last socket of the subscriber closed (1 -> 0): offline unless a live process holds another.
+
+    True when the subscriber went offline.
+    """
+    now = utcnow()
+    await repository.remove_presence(session, process_id, environment_id, subscriber_id)
+    await repository.lock_subscribers(session, environment_id, [subscriber_id])
+    if await repository.held_elsewhere(session, environment_id, [subscriber_id], now):
+        return False
+    await repository.set_offline(session, environment_id, [subscriber_id], now, only_online=False)
+    return True
+
+
+async def sweep_process(session: AsyncSession, process_id: str, *, expired_before: datetime | None) -> int:
+    """Remove a process and its presence; its subscribers no live process holds go offline.
+
+    With ``expired_before``, only a process whose row expired before then (one
+    that died without closing); their ``lastOnlineAt`` is when it was last seen.
+    Without it, this process leaving on a clean shutdown. Returns the
+    subscribers that went offline.
+    """
+    seen_at = await repository.take_process(session, process_id, expired_before)
+    if expired_before is not None and seen_at is None:
+        return 0  # another sweep took it, or it is alive again
+    at = seen_at if expired_before is not None and seen_at is not None else utcnow()
+    taken: dict[str, list[str]] = defaultdict(list)
+    for environment_id, subscriber_id in await repository.take_presence(session, process_id):
+        taken[environment_id].append(subscriber_id)
+    now = utcnow()
+    offline = 0
+    for environment_id in sorted(taken):
+        subscriber_ids = sorted(taken[environment_id])
+        for start in range(0, len(subscriber_ids), CHUNK):
+            chunk = subscriber_ids[start : start + CHUNK]
+            await repository.lock_subscribers(session, environment_id, chunk)
+            held = await repository.held_elsewhere(session, environment_id, chunk, now)
+            gone = [subscriber_id for subscriber_id in chunk if subscriber_id not in held]
+            if gone:
+                await repository.set_offline(session, environment_id, gone, at, only_online=True)
+                offline += len(gone)
+    return offline
+
+
+async def sweep_dead_processes(sessionmaker: async_sessionmaker[AsyncSession], limit: int = 100) -> int:
+    """Sweep every process whose row expired, one short transaction each; returns the subscribers that went offline."""
+    now = utcnow()
+    async for session in session_scope(sessionmaker):
+        dead = await repository.expired_processes(session, now, limit)
+    offline = 0
+    for process_id in dead:
+        async for session in session_scope(sessionmaker):
+            offline += await sweep_process(session, process_id, expired_before=now)
+    return offline

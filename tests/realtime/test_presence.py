@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ import pytest
 from fastapi import FastAPI
 from sqlalchemy import select, update
 
+from herald.config import SettingsError, load_settings
 from herald.kit.db import session_scope
 from herald.kit.ids import short_id
 from herald.kit.time import utcnow
@@ -250,3 +252,33 @@ async def test_the_socket_server_writes_only_a_rooms_first_and_last_socket(
         await realtime.close()
     assert await process_row(app, realtime.process_id) is None
     assert (await subscriber_row(app, subscriber["_id"])).is_online is False
+
+
+async def test_a_workers_sweep_takes_dead_processes_when_no_api_process_is_left(
+    app: FastAPI, subscriber: dict[str, Any]
+) -> None:
+    from herald.app import build_worker
+
+    environment_id, internal_id = subscriber["_environmentId"], subscriber["_id"]
+    dead = await started(app, "dead")
+    await run(app, service.hold, dead, TTL, environment_id, internal_id)
+    await expire(app, dead)
+    worker = build_worker(app.state.settings, app.state.sessionmaker)
+    try:
+        assert await worker.sweep_dead_socket_holders() >= 1
+    finally:
+        assert worker.http is not None
+        await worker.http.aclose()
+    assert await process_row(app, dead) is None
+    assert (await subscriber_row(app, internal_id)).is_online is False
+
+
+def test_the_heartbeat_is_a_setting_above_zero(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings(data_dir=tmp_path, secret_key="k").realtime_heartbeat_seconds == 10.0
+    monkeypatch.setenv("HERALD_REALTIME_HEARTBEAT_SECONDS", "0.5")
+    settings = load_settings(data_dir=tmp_path, secret_key="k")
+    assert settings.realtime_heartbeat_seconds == 0.5
+    assert service.process_ttl(settings.realtime_heartbeat_seconds) == timedelta(seconds=1.5)
+    monkeypatch.setenv("HERALD_REALTIME_HEARTBEAT_SECONDS", "0")
+    with pytest.raises(SettingsError, match="HERALD_REALTIME_HEARTBEAT_SECONDS"):
+        load_settings(data_dir=tmp_path, secret_key="k")

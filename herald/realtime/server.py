@@ -95,6 +95,7 @@ class Realtime:
         self._principal_of_room: dict[str, SubscriberPrincipal] = {}
         self._heartbeat: asyncio.Task[None] | None = None
         self._stop_heartbeat = asyncio.Event()
+        self._failing = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.server.handle_request(scope, receive, send)
@@ -193,18 +194,24 @@ class Realtime:
             async for session in session_scope(self.sessionmaker):
                 alive = await service.heartbeat(session, self.process_id, self.ttl)
             if not alive:
-                await self._announce_again()
+                logger.warning("realtime process %s was swept while alive; writing its presence again", self.process_id)
+                async for session in session_scope(self.sessionmaker):
+                    await service.register_process(session, self.process_id, self.ttl)
+                self._recorded.clear()
+            await self._record_differences()
             await service.sweep_dead_processes(self.sessionmaker)
         except Exception:
-            logger.warning("realtime heartbeat of %s failed", self.process_id, exc_info=True)
+            # Once with its traceback, then a line a heartbeat until it works again (a store down, not migrated).
+            logger.warning("realtime heartbeat of %s failed", self.process_id, exc_info=not self._failing)
+            self._failing = True
+        else:
+            self._failing = False
 
-    async def _announce_again(self) -> None:
-        """A sweep took this process while it was alive (paused longer than its row lives): write it and its presence again."""
-        logger.warning("realtime process %s was swept while alive; writing its presence again", self.process_id)
-        async for session in session_scope(self.sessionmaker):
-            await service.register_process(session, self.process_id, self.ttl)
-        self._recorded.clear()
-        for room in list(self.sockets):
+    async def _record_differences(self) -> None:
+        """Write the rooms whose presence in the store differs from the sockets held here: after a sweep took
+        this process while it was alive, or a connect's or disconnect's write that failed."""
+        held = {room for room, count in self.sockets.items() if count > 0}
+        for room in held.symmetric_difference(self._recorded):
             await self._record(room)
 
     # -- changes --------------------------------------------------------------------------------

@@ -282,3 +282,33 @@ def test_the_heartbeat_is_a_setting_above_zero(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("HERALD_REALTIME_HEARTBEAT_SECONDS", "0")
     with pytest.raises(SettingsError, match="HERALD_REALTIME_HEARTBEAT_SECONDS"):
         load_settings(data_dir=tmp_path, secret_key="k")
+
+
+async def test_a_process_swept_while_alive_writes_its_presence_again_at_its_next_heartbeat(
+    app: FastAPI, subscriber: dict[str, Any]
+) -> None:
+    realtime = Realtime(app.state.sessionmaker, "unused", app.state.settings.database_url, heartbeat_seconds=30)
+    await realtime.start()
+    try:
+        room = f"{subscriber['_environmentId']}:{subscriber['_id']}"
+
+        class Principal:
+            environment_id = subscriber["_environmentId"]
+            subscriber_id = subscriber["_id"]
+
+        realtime._principal_of_room[room] = Principal()  # type: ignore[assignment]
+        realtime.sockets[room] = 1
+        await realtime._record(room)
+        # Frozen past its row's life: another process sweeps it.
+        await expire(app, realtime.process_id)
+        await service.sweep_dead_processes(app.state.sessionmaker)
+        assert await process_row(app, realtime.process_id) is None
+        assert (await subscriber_row(app, subscriber["_id"])).is_online is False
+
+        await realtime.beat()
+        row = await process_row(app, realtime.process_id)
+        assert row is not None and row.announced is True and row.expires_at > utcnow()
+        assert await presence_of(app, realtime.process_id) == {subscriber["_id"]}
+        assert (await subscriber_row(app, subscriber["_id"])).is_online is True
+    finally:
+        await realtime.close()

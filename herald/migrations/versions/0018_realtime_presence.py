@@ -1,7 +1,7 @@
 """realtime presence across API processes
 
-Revision ID: 0020
-Revises: 0009
+Revision ID: 0018
+Revises: 0017
 Create Date: 2026-11-25
 
 ``realtime_processes`` holds one row per API process that holds Inbox
@@ -17,8 +17,8 @@ from alembic import op
 
 import herald.models.base
 
-revision = '0020'
-down_revision = '0009'
+revision = '0018'
+down_revision = '0017'
 branch_labels = None
 depends_on = None
 

@@ -49,6 +49,7 @@ def _routers() -> list[APIRouter]:
     from herald.contexts.routes import router as contexts
     from herald.deliveries.routes import details_router as execution_details
     from herald.deliveries.routes import inbound_router as inbound_webhooks
+    from herald.deliveries.routes import provider_webhooks_router as provider_webhooks
     from herald.environment_variables.routes import router as environment_variables
     from herald.environments.routes import router as environments
     from herald.events.routes import router as events
@@ -69,7 +70,7 @@ def _routers() -> list[APIRouter]:
 
     # Routes are matched in order, every route of every router before the right one
     # is tried: the trigger routes, the hot path, come first.
-    return [events, health, integrations, workflows, subscribers, preferences, topics, tenants, messages, notifications, inbox, subscriber_notifications, translations, environments, environment_variables, layouts, inbound_webhooks, execution_details, webhooks, contexts]
+    return [events, health, integrations, workflows, subscribers, preferences, topics, tenants, messages, notifications, inbox, subscriber_notifications, translations, environments, environment_variables, layouts, inbound_webhooks, execution_details, webhooks, contexts, provider_webhooks]
 
 
 class HeraldApp(FastAPI):

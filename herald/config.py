@@ -85,6 +85,10 @@ class Settings:
     # refreshed for three of these is a dead process, whose subscribers go
     # offline (herald/realtime/service.py).
     realtime_heartbeat_seconds: float = 10.0
+    # The address providers reach Herald at (``https://herald.example.com``), when a
+    # proxy in front changes it: signatures over the URL (Twilio's) are checked
+    # against this + the path instead of the address the request arrived at.
+    public_url: str = ""
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -176,6 +180,7 @@ def load_settings(**overrides: object) -> Settings:
         "max_recipients": _number(env, "HERALD_MAX_RECIPIENTS", "1000", int),
         "outbound_allow": _outbound_allow(env),
         "inbox_token_seconds": _number(env, "HERALD_INBOX_TOKEN_SECONDS", str(24 * 3600), int),
+        "public_url": env.get("HERALD_PUBLIC_URL", "").strip(),
         "cors_origins": tuple(
             origin.strip() for origin in env.get("HERALD_CORS_ORIGINS", "*").split(",") if origin.strip()
         ),

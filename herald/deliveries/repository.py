@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from sqlalchemy import or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.models import ExecutionDetail, Message
+from herald.models import ExecutionDetail, Integration, Message
 
 
 class DeliveryRepository:
@@ -33,6 +33,21 @@ class DeliveryRepository:
             .with_for_update()
         )
         return list(result.scalars())
+
+    async def integration_of(
+        self, organization_id: str, environment_id: str, channel: str, integration_id: str
+    ) -> Integration | None:
+        """The live integration a provider's webhook names, if it is of that organization, environment and channel."""
+        result = await self.session.execute(
+            select(Integration).where(
+                Integration.id == integration_id,
+                Integration.organization_id == organization_id,
+                Integration.environment_id == environment_id,
+                Integration.channel == channel,
+                Integration.deleted.is_(False),
+            )
+        )
+        return result.scalar_one_or_none()
 
     def add_detail(self, detail: ExecutionDetail) -> None:
         self.session.add(detail)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Query
+from fastapi import APIRouter, Body, Query, Request
 
-from herald.deliveries import service
+from herald.deliveries import inbound, service
 from herald.deliveries.schemas import ExecutionDetails, WebhookResult
 from herald.kit.auth import PrincipalDep
 from herald.kit.db import SessionDep
@@ -14,6 +14,7 @@ from herald.kit.schemas import ERROR_RESPONSES, DataResponse
 
 inbound_router = APIRouter(prefix="/v2/inbound-webhooks", tags=["Activity"], responses=ERROR_RESPONSES)
 details_router = APIRouter(prefix="/v1/execution-details", tags=["Execution Details"], responses=ERROR_RESPONSES)
+provider_webhooks_router = APIRouter(prefix="/webhooks", tags=["Activity"], responses=ERROR_RESPONSES)
 
 
 @inbound_router.post(
@@ -52,3 +53,42 @@ async def get_execution_details(
 ) -> DataResponse[list[ExecutionDetails]]:
     """What happened to each step of the notification for the subscriber, oldest first (Novu's v1 route)."""
     return DataResponse(data=await service.execution_details(session, principal, notificationId, subscriberId))
+
+
+def signed_url(request: Request) -> str:
+    """The address the provider called, as it saw it: ``HERALD_PUBLIC_URL`` + path when set (behind a proxy)."""
+    public_url = request.app.state.settings.public_url
+    if not public_url:
+        return str(request.url)
+    query = request.url.query
+    return f"{public_url.rstrip('/')}{request.url.path}" + (f"?{query}" if query else "")
+
+
+@provider_webhooks_router.post(
+    "/organizations/{organizationId}/environments/{environmentId}/{channel}/{integrationId}",
+    response_model=DataResponse[list[WebhookResult]],
+    summary="A delivery provider's own webhook (no API key: the provider's signature)",
+)
+async def receive_provider_webhook(
+    organizationId: str,
+    environmentId: str,
+    channel: str,
+    integrationId: str,
+    request: Request,
+    session: SessionDep,
+) -> DataResponse[list[WebhookResult]]:
+    """What a provider reports of the messages Herald sent through the integration, in the provider's format.
+
+    ``channel`` is ``email`` or ``sms``. The integration must have
+    ``configurations.inboundWebhookEnabled``; the provider's signature is
+    checked as docs/delivery.md says, and a request that fails it changes nothing.
+    """
+    arrived = inbound.InboundRequest(
+        url=signed_url(request),
+        headers={name.lower(): value for name, value in request.headers.items()},
+        body=await request.body(),
+    )
+    results = await inbound.receive(
+        session, request.app.state.secret_box, organizationId, environmentId, channel, integrationId, arrived
+    )
+    return DataResponse(data=results)

@@ -39,6 +39,26 @@ PENDING = frozenset({"created", "accepted", "queued", "sending", "deferred", "de
 # The recipient saw it.
 SEEN = frozenset({"opened", "clicked"})
 
+# A provider's event -> the message's delivery status (``Message.delivery_status``,
+# apart from its ``status``). Events not here (queued, deferred...) leave it as it is.
+DELIVERY_STATUS = {
+    "delivered": "delivered",
+    "bounced": "bounced",
+    "undelivered": "bounced",
+    "dropped": "dropped",
+    "rejected": "dropped",
+    "blocked": "dropped",
+    "failed": "dropped",
+    "spam": "complained",
+    "complaint": "complained",
+    "opened": "opened",
+    "clicked": "clicked",
+}
+# Events arrive out of order (a retried delivered after the open): a status only
+# gives way to one as far along or further. A bounce or a drop after "delivered"
+# is the provider changing its mind (an asynchronous bounce), so it wins.
+DELIVERY_RANK = {"delivered": 1, "opened": 2, "clicked": 3, "bounced": 4, "dropped": 4, "complained": 5}
+
 
 def detail_status(status: str) -> str:
     """The execution detail status an event of this provider status is recorded with."""
@@ -72,6 +92,12 @@ def _apply(message: Message, provider_id: str, event: DeliveryEvent) -> None:
     elif event.status == "delivered" and message.status == "warning":
         # Delivered after all: the warning was about an earlier try.
         message.status = "sent"
+    delivery_status = DELIVERY_STATUS.get(event.status)
+    if delivery_status is not None and DELIVERY_RANK[delivery_status] >= DELIVERY_RANK.get(
+        message.delivery_status or "", 0
+    ):
+        message.delivery_status = delivery_status
+        message.delivery_status_at = event.date
 
 
 def _result(event: DeliveryEvent, message: Message) -> WebhookResult:
@@ -93,13 +119,19 @@ def _result(event: DeliveryEvent, message: Message) -> WebhookResult:
 
 
 async def record_delivery_events(
-    session: AsyncSession, integration: Integration, events: Sequence[DeliveryEvent]
+    session: AsyncSession,
+    integration: Integration,
+    events: Sequence[DeliveryEvent],
+    *,
+    skip_unknown: bool = False,
 ) -> list[WebhookResult]:
     """Record normalised delivery events of ``integration``'s environment against the messages they name.
 
     Every event must name a message of that environment (by Herald's ``_id`` or
     the provider's message id); one that does not is refused (404) and nothing
     of the batch is recorded, so a provider retrying it records each event once.
+    With ``skip_unknown`` (a provider's own webhook, which reports every mail of
+    the account, Herald's or not) such an event is left out instead.
     """
     repository = DeliveryRepository(session)
     messages = await repository.messages_named(integration.environment_id, [event.reference for event in events])
@@ -108,6 +140,8 @@ async def record_delivery_events(
         by_reference.setdefault(message.id, message)
         if message.provider_message_id:
             by_reference.setdefault(message.provider_message_id, message)
+    if skip_unknown:
+        events = [event for event in events if event.reference in by_reference]
     for event in events:
         if event.reference not in by_reference:
             raise NotFoundError(f"Message with id {event.reference} not found")
@@ -133,7 +167,37 @@ async def record_delivery_events(
         _apply(message, integration.provider_id, event)
         results.append(_result(event, message))
     await session.flush()
+    await hand_on_delivery_events(
+        session, integration.environment_id, [(by_reference[event.reference], event) for event in events]
+    )
     return results
+
+
+# The message's delivery status -> the outbound webhook event the application hears of it by.
+OUTBOUND_EVENTS = {"delivered": "message.delivered", "bounced": "message.bounced", "dropped": "message.bounced"}
+
+
+async def hand_on_delivery_events(
+    session: AsyncSession, environment_id: str, recorded: Sequence[tuple[Message, DeliveryEvent]]
+) -> None:
+    """The one place recorded deliveries and bounces are handed on to the application's webhooks.
+
+    ``herald.webhooks.events.emit_for_messages`` sends ``message.delivered`` and
+    ``message.bounced`` to the environment's endpoints, in this transaction
+    (so an event is sent only if its record is kept). Where that module is not
+    part of this install, there is nothing to hand on to.
+    """
+    try:
+        from herald.webhooks.events import emit_for_messages  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return
+    by_event: dict[str, list[str]] = {}
+    for message, event in recorded:
+        outbound = OUTBOUND_EVENTS.get(DELIVERY_STATUS.get(event.status, ""))
+        if outbound is not None and message.id not in by_event.get(outbound, []):
+            by_event.setdefault(outbound, []).append(message.id)
+    for outbound, message_ids in by_event.items():
+        await emit_for_messages(session, environment_id, outbound, message_ids)
 
 
 async def track(

@@ -109,6 +109,10 @@ class Message(Schema):
     # message, and whether it is archived (by the Inbox API, herald/inbox).
     job_id: str = optional_field(alias="_jobId")
     archived: bool = False
+    # What the provider reported became of the message, once it has (herald/deliveries):
+    # delivered, bounced, dropped, complained, opened or clicked, and when.
+    deliveryStatus: str = optional_field()
+    deliveryStatusAt: str = optional_field()
 
 
 class UnseenCount(Schema):

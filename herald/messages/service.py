@@ -79,6 +79,8 @@ def to_schema(message: Message) -> MessageSchema:
             "overrides": message.overrides,
             "contextKeys": message.context_keys,
             "updatedAt": isoformat(message.updated_at),
+            "deliveryStatus": message.delivery_status,
+            "deliveryStatusAt": isoformat(message.delivery_status_at),
         })
     )
 

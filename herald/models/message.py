@@ -66,6 +66,10 @@ class Message(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     context_keys: Mapped[list[Any]] = mapped_column(default=list)
     # The provider's id for the sent message, once accepted.
     provider_message_id: Mapped[str | None] = mapped_column(String(255), default=None)
+    # What the provider reported became of it (delivered, bounced, dropped, complained,
+    # opened, clicked) and when, apart from ``status`` (migration 0019, herald/deliveries).
+    delivery_status: Mapped[str | None] = mapped_column(String(16), default=None)
+    delivery_status_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class IdempotencyRecord(Base):

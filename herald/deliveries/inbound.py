@@ -1,0 +1,74 @@
+"""Providers' own delivery webhooks: ``POST /webhooks/organizations/{org}/environments/{env}/{channel}/{integrationId}``.
+
+The provider calls this route itself, with no API key: the integration named in
+the path must be a live one of that organization, environment and channel (else
+404, as for any id that is not the caller's), and must take inbound events
+(``configurations.inboundWebhookEnabled``, as in Novu). The provider's reader,
+beside its sender, checks the provider's signature and reads its events; they
+are recorded by :func:`herald.deliveries.service.record_delivery_events`
+against the messages of that environment whose provider id they name. Events
+about mail Herald did not send are left out, so the provider is not asked to
+retry them.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from herald.deliveries.repository import DeliveryRepository
+from herald.deliveries.schemas import WebhookResult
+from herald.deliveries.service import record_delivery_events
+from herald.kit.crypto import SecretBox
+from herald.kit.errors import BadRequestError, NotFoundError
+from herald.providers.email import mailgun_events, postmark_events, resend_events, sendgrid_events
+from herald.providers.inbound import EventReader, InboundIntegration, InboundRequest  # noqa: F401  (InboundRequest: the routes build it)
+from herald.providers.sms import twilio_events
+
+CHANNELS = ("email", "sms")
+
+# providerId -> the reader of that provider's webhooks (beside its sender).
+READERS: dict[str, EventReader] = {
+    "sendgrid": sendgrid_events.read_events,
+    "twilio": twilio_events.read_events,
+    "mailgun": mailgun_events.read_events,
+    "postmark": postmark_events.read_events,
+    "resend": resend_events.read_events,
+}
+
+
+async def receive(
+    session: AsyncSession,
+    box: SecretBox,
+    organization_id: str,
+    environment_id: str,
+    channel: str,
+    integration_id: str,
+    request: InboundRequest,
+) -> list[WebhookResult]:
+    integration = None
+    if channel in CHANNELS:
+        integration = await DeliveryRepository(session).integration_of(
+            organization_id, environment_id, channel, integration_id
+        )
+    if integration is None:
+        raise NotFoundError(f"Integration with id {integration_id} not found")
+    if (integration.configurations or {}).get("inboundWebhookEnabled") is not True:
+        raise BadRequestError(
+            f"Integration {integration_id} does not take inbound webhooks: set its "
+            "configurations.inboundWebhookEnabled to true (PUT /v1/integrations/{integrationId})"
+        )
+    reader = READERS.get(integration.provider_id)
+    if reader is None:
+        raise BadRequestError(
+            f"Herald does not read {integration.provider_id}'s delivery webhooks; "
+            f"readable: {', '.join(sorted(READERS))}"
+        )
+    events = reader(
+        request,
+        InboundIntegration(
+            provider_id=integration.provider_id,
+            credentials=box.open_credentials(integration.credentials),
+            configurations=integration.configurations or {},
+        ),
+    )
+    return await record_delivery_events(session, integration, events, skip_unknown=True)

@@ -1,0 +1,100 @@
+"""Mailgun's webhooks: what became of a message Mailgun accepted (herald/providers/inbound.py).
+
+Each request is one event, JSON ``{"signature": {...}, "event-data": {...}}``;
+``event-data.message.headers.message-id`` is the id Mailgun answered the send
+with, less its angle brackets (Herald keeps it as Mailgun gave it,
+``<...@domain>``).
+
+Signing is opt-in here: with the domain's HTTP webhook signing key in
+``configurations.inboundWebhookSigningKey``, ``signature.signature`` must be the
+hex HMAC-SHA256 of ``signature.timestamp`` followed by ``signature.token``,
+keyed by it, and the timestamp must be recent; without a key, events are taken
+unsigned.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from herald.deliveries.schemas import DeliveryEvent, DeliveryStatus
+from herald.kit.errors import BadRequestError
+from herald.providers.inbound import (
+    InboundIntegration,
+    InboundRequest,
+    SignatureRefused,
+    check_timestamp,
+    event_time,
+    hmac_digest,
+    same,
+    text,
+)
+
+STATUSES: dict[str, DeliveryStatus] = {
+    "accepted": "accepted",
+    "delivered": "delivered",
+    "opened": "opened",
+    "clicked": "clicked",
+    "complained": "complaint",
+    "unsubscribed": "unsubscribed",
+    "rejected": "rejected",
+}
+
+
+def signature(signing_key: str, timestamp: str, token: str) -> str:
+    return hmac_digest(signing_key.encode(), (timestamp + token).encode(), "sha256").hex()
+
+
+def verify(body: dict[str, Any], signing_key: str) -> None:
+    signed = body.get("signature")
+    if not isinstance(signed, dict):
+        raise SignatureRefused("The request is not signed: Mailgun sends signature {timestamp, token, signature}")
+    timestamp, token, given = (text(signed.get(key)) for key in ("timestamp", "token", "signature"))
+    if timestamp is None or token is None or given is None:
+        raise SignatureRefused("signature must carry timestamp, token and signature")
+    if not same(signature(signing_key, timestamp, token), given.lower()):
+        raise SignatureRefused("The signature does not match the integration's webhook signing key")
+    check_timestamp(timestamp, name="signature.timestamp")
+
+
+def _status(data: dict[str, Any]) -> DeliveryStatus | None:
+    event = str(data.get("event", ""))
+    if event == "failed":
+        # A temporary failure is retried by Mailgun; a permanent one is a bounce (or a drop before sending).
+        if data.get("severity") == "temporary":
+            return "deferred"
+        return (
+            "dropped"
+            if data.get("reason") in ("suppress-bounce", "suppress-complaint", "suppress-unsubscribe")
+            else "bounced"
+        )
+    return STATUSES.get(event)
+
+
+def read_events(request: InboundRequest, integration: InboundIntegration) -> list[DeliveryEvent]:
+    body = request.json()
+    if not isinstance(body, dict):
+        raise BadRequestError("Mailgun's webhook posts a JSON object with signature and event-data")
+    if integration.signing_key is not None:
+        verify(body, integration.signing_key)
+    data = body.get("event-data")
+    if not isinstance(data, dict):
+        raise BadRequestError("Mailgun's webhook carries the event in event-data")
+    status = _status(data)
+    message = data.get("message") if isinstance(data.get("message"), dict) else {}
+    headers = message.get("headers") if isinstance(message.get("headers"), dict) else {}
+    message_id = text(headers.get("message-id"))
+    if status is None or message_id is None:
+        return []
+    delivery = data.get("delivery-status") if isinstance(data.get("delivery-status"), dict) else {}
+    response = text(delivery.get("description")) or text(delivery.get("message")) or text(data.get("reason"))
+    attempts = delivery.get("attempt-no")
+    return [
+        DeliveryEvent(
+            reference=f"<{message_id.strip('<>')}>",
+            status=status,
+            date=event_time(data.get("timestamp")),
+            raw=data,
+            attempts=attempts if isinstance(attempts, int) and not isinstance(attempts, bool) else None,
+            response=response,
+        )
+    ]

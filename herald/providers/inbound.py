@@ -1,0 +1,155 @@
+"""What every provider's reader of its own delivery webhooks shares.
+
+A provider that reports what became of a message (delivered, bounced, opened...)
+calls Herald at ``/webhooks/organizations/{org}/environments/{env}/{channel}/{integrationId}``
+(herald/deliveries/inbound.py). The reader of that provider's events lives
+beside its sender (``herald/providers/<channel>/<provider>_events.py``): it
+checks the provider's signature on the request as it arrived, byte for byte,
+and reads the body into :class:`~herald.deliveries.schemas.DeliveryEvent`.
+
+A request whose signature is missing or wrong raises :class:`SignatureRefused`
+before anything of it is trusted; a body that is not the provider's format
+raises :class:`~herald.kit.errors.BadRequestError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl
+
+from herald.deliveries.schemas import DeliveryEvent
+from herald.kit.errors import BadRequestError, UnauthorizedError
+from herald.kit.time import parse_iso, utcnow
+
+# A signed timestamp further than this from now (either way) is refused: an old
+# request replayed, or a clock too far off to trust.
+TIMESTAMP_TOLERANCE_SECONDS = 300
+
+
+class SignatureRefused(UnauthorizedError):
+    """The request does not prove it comes from the provider (401, nothing recorded)."""
+
+
+@dataclass(frozen=True)
+class InboundRequest:
+    """A provider's webhook request as it arrived: what its signature is computed over.
+
+    ``url`` is the address the provider called, as the provider saw it (the
+    request's own, or ``HERALD_PUBLIC_URL`` + path behind a proxy); ``headers``
+    have lower-case names.
+    """
+
+    url: str
+    headers: Mapping[str, str]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        value = self.headers.get(name.lower())
+        return value.strip() if value is not None and value.strip() else None
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body)
+        except (ValueError, UnicodeDecodeError):
+            raise BadRequestError("The body must be the provider's JSON event payload") from None
+
+    def form(self) -> list[tuple[str, str]]:
+        try:
+            return parse_qsl(self.body.decode(), keep_blank_values=True, strict_parsing=bool(self.body))
+        except (ValueError, UnicodeDecodeError):
+            raise BadRequestError("The body must be the provider's form-encoded callback") from None
+
+
+@dataclass(frozen=True)
+class InboundIntegration:
+    """What a reader needs of the integration: its id, credentials (opened) and configurations."""
+
+    provider_id: str
+    credentials: Mapping[str, Any]
+    configurations: Mapping[str, Any] = field(default_factory=dict)
+
+    def credential(self, name: str) -> str | None:
+        value = self.credentials.get(name)
+        return value.strip() if isinstance(value, str) and value.strip() else None
+
+    @property
+    def signing_key(self) -> str | None:
+        """``configurations.inboundWebhookSigningKey``: the provider's webhook key, when set."""
+        value = self.configurations.get("inboundWebhookSigningKey")
+        return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+EventReader = Callable[[InboundRequest, InboundIntegration], list[DeliveryEvent]]
+
+
+def check_timestamp(value: str | None, *, name: str, now: float | None = None) -> None:
+    """Refuse a signed timestamp (seconds since 1970) that is missing, unreadable or not recent."""
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        seconds = None
+    if seconds is None:
+        raise SignatureRefused(f"{name} is missing or is not a number of seconds")
+    current = time.time() if now is None else now
+    if abs(current - seconds) > TIMESTAMP_TOLERANCE_SECONDS:
+        raise SignatureRefused(
+            f"{name} is more than {TIMESTAMP_TOLERANCE_SECONDS} seconds from now: a replayed or delayed "
+            "request is refused"
+        )
+
+
+def hmac_digest(key: bytes, content: bytes, algorithm: str) -> bytes:
+    return hmac.new(key, content, getattr(hashlib, algorithm)).digest()
+
+
+def same(expected: bytes | str, given: bytes | str) -> bool:
+    a = expected.encode() if isinstance(expected, str) else expected
+    b = given.encode() if isinstance(given, str) else given
+    return hmac.compare_digest(a, b)
+
+
+def b64decode(value: str) -> bytes | None:
+    try:
+        return base64.b64decode(value, validate=True)
+    except ValueError:
+        return None
+
+
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+def event_time(value: Any) -> datetime:
+    """A provider's event time: seconds since 1970 or ISO 8601 (more than 6 fraction digits allowed)."""
+    if isinstance(value, bool) or value is None or value == "":
+        return utcnow()
+    if isinstance(value, int | float):
+        seconds = value / 1000 if value > 10_000_000_000 else value
+        try:
+            return datetime.fromtimestamp(seconds, tz=UTC)
+        except (OverflowError, OSError, ValueError):
+            return utcnow()
+    if isinstance(value, str):
+        try:
+            return parse_iso(_FRACTION.sub(r"\1", value))
+        except ValueError:
+            try:
+                return event_time(float(value))
+            except ValueError:
+                return utcnow()
+    return utcnow()
+
+
+def text(value: Any) -> str | None:
+    if value is None or isinstance(value, dict | list | bool):
+        return None
+    result = str(value).strip()
+    return result or None

@@ -1,0 +1,674 @@
+"""Providers' own delivery webhooks: POST /webhooks/organizations/{org}/environments/{env}/{channel}/{integrationId}.
+
+Each provider's events are posted as the provider sends them (the payload
+shapes of its documentation), signed as it signs them, with no API key; the
+message's delivery status and its execution details (source Webhook) are read
+back from the store after each, and a refused request must have changed
+nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import httpx
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from fastapi import FastAPI
+from novu_py.models import MessageResponseDto, WebhookResultDto
+from sqlalchemy import select
+
+from herald.kit.ids import new_id
+from herald.kit.time import isoformat
+from herald.models import ExecutionDetail, Message
+from herald.providers.sms.twilio_events import signature as twilio_signature
+from tests.conftest import BASE_URL, Tenancy, assert_error
+from tests.fixtures.builders import create_integration, create_subscriber, insert_in_app_message
+
+
+@dataclass
+class Setup:
+    integration: dict[str, Any]
+    message: Message
+    path: str
+
+
+async def set_up(
+    api: httpx.AsyncClient,
+    app: FastAPI,
+    tenancy: Tenancy,
+    provider_id: str,
+    provider_message_id: str,
+    *,
+    channel: str = "email",
+    configurations: dict[str, Any] | None = None,
+    **integration_fields: Any,
+) -> Setup:
+    """An integration taking inbound events and a message it sent, known to the provider by ``provider_message_id``."""
+    integration = await create_integration(
+        api,
+        providerId=provider_id,
+        channel=channel,
+        configurations={"inboundWebhookEnabled": True, **(configurations or {})},
+        **integration_fields,
+    )
+    subscriber = await create_subscriber(api)
+    message = await insert_in_app_message(
+        app,
+        subscriber,
+        channel=channel,
+        job_id=new_id(),
+        provider_id=provider_id,
+        provider_message_id=provider_message_id,
+        email="ada@example.com" if channel == "email" else None,
+        phone="+15005550006" if channel == "sms" else None,
+    )
+    path = (
+        f"/webhooks/organizations/{tenancy.organization_id}/environments/{tenancy.environment_id}"
+        f"/{channel}/{integration['_id']}"
+    )
+    return Setup(integration, message, path)
+
+
+async def stored(app: FastAPI, message_id: str) -> tuple[Message, list[ExecutionDetail]]:
+    async with app.state.sessionmaker() as session:
+        message = (await session.execute(select(Message).where(Message.id == message_id))).scalar_one()
+        details = (
+            await session.execute(
+                select(ExecutionDetail)
+                .where(ExecutionDetail.job_id == message.job_id, ExecutionDetail.source == "Webhook")
+                .order_by(ExecutionDetail.created_at, ExecutionDetail.id)
+            )
+        ).scalars()
+        return message, list(details)
+
+
+async def assert_unchanged(app: FastAPI, message: Message) -> None:
+    after, details = await stored(app, message.id)
+    assert after.delivery_status is None and after.status == "sent" and details == []
+
+
+def results(response: httpx.Response) -> list[WebhookResultDto]:
+    assert response.status_code == 200, response.text
+    return [WebhookResultDto.model_validate(item) for item in response.json()["data"]]
+
+
+# -- the route ---------------------------------------------------------------------------------
+
+
+async def test_an_integration_of_another_organization_environment_or_channel_is_not_found(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    setup = await set_up(api, app, tenancy, "sendgrid", "sg-route")
+    integration_id = setup.integration["_id"]
+    body = [{"event": "delivered", "sg_message_id": "sg-route.filter1.1.0", "timestamp": 1767323045}]
+    org, env = tenancy.organization_id, tenancy.environment_id
+    for path in (
+        f"/webhooks/organizations/{new_id()}/environments/{env}/email/{integration_id}",
+        f"/webhooks/organizations/{org}/environments/{tenancy.production_environment_id}/email/{integration_id}",
+        f"/webhooks/organizations/{org}/environments/{env}/sms/{integration_id}",
+        f"/webhooks/organizations/{org}/environments/{env}/push/{integration_id}",
+        f"/webhooks/organizations/{org}/environments/{env}/email/{new_id()}",
+    ):
+        response = await anonymous.post(path, json=body)
+        assert_error(response, 404)
+    await assert_unchanged(app, setup.message)
+    # The right path records it.
+    assert [result.event.status for result in results(await anonymous.post(setup.path, json=body))] == ["delivered"]
+
+
+async def test_an_integration_without_inbound_webhooks_enabled_refuses_them(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    setup = await set_up(api, app, tenancy, "sendgrid", "sg-off", configurations={"inboundWebhookEnabled": False})
+    body = [{"event": "bounce", "sg_message_id": "sg-off.filter1.1.0", "timestamp": 1767323045}]
+    body_of_error = assert_error(await anonymous.post(setup.path, json=body), 400)
+    assert "inboundWebhookEnabled" in body_of_error["message"]
+    await assert_unchanged(app, setup.message)
+
+
+async def test_a_deleted_integration_is_not_found(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    setup = await set_up(api, app, tenancy, "sendgrid", "sg-deleted")
+    assert (await api.delete(f"/v1/integrations/{setup.integration['_id']}")).status_code == 200
+    body = [{"event": "delivered", "sg_message_id": "sg-deleted.filter1.1.0"}]
+    assert_error(await anonymous.post(setup.path, json=body), 404)
+    await assert_unchanged(app, setup.message)
+
+
+async def test_a_message_of_another_environment_is_not_touched(
+    api: httpx.AsyncClient,
+    production_api: httpx.AsyncClient,
+    app: FastAPI,
+    tenancy: Tenancy,
+    anonymous: httpx.AsyncClient,
+) -> None:
+    """The provider's id is looked up in the integration's environment only."""
+    setup = await set_up(api, app, tenancy, "sendgrid", "sg-dev-only")
+    production_integration = await create_integration(
+        production_api, providerId="sendgrid", configurations={"inboundWebhookEnabled": True}
+    )
+    path = (
+        f"/webhooks/organizations/{tenancy.organization_id}/environments/{tenancy.production_environment_id}"
+        f"/email/{production_integration['_id']}"
+    )
+    body = [{"event": "delivered", "sg_message_id": "sg-dev-only.filter1.1.0", "timestamp": 1767323045}]
+    assert results(await anonymous.post(path, json=body)) == []
+    await assert_unchanged(app, setup.message)
+
+
+# -- SendGrid ----------------------------------------------------------------------------------
+
+
+def sendgrid_events(sg_id: str, now: int) -> list[dict[str, Any]]:
+    """SendGrid's event webhook body (its documentation's sample events)."""
+    common = {"email": "ada@example.com", "sg_message_id": f"{sg_id}.filterdrecv-5645d9c87f-6r2ch.16496.5515E0B88.0"}
+    return [
+        {
+            **common,
+            "timestamp": now - 30,
+            "smtp-id": f"<{sg_id}@ismtpd-555>",
+            "event": "processed",
+            "category": "cat facts",
+            "sg_event_id": "rbtnWrG1DVDGGGFHFyun0A==",
+        },
+        {
+            **common,
+            "timestamp": now - 20,
+            "event": "delivered",
+            "response": "250 OK",
+            "sg_event_id": "rWVYmVk90MjZJ9iohOBa3w==",
+        },
+        {
+            **common,
+            "timestamp": now - 10,
+            "event": "open",
+            "useragent": "Mozilla/4.0",
+            "ip": "255.255.255.255",
+            "sg_event_id": "FOTFFO0ecsBE-zxFXfs6WA==",
+        },
+        {
+            **common,
+            "timestamp": now,
+            "event": "click",
+            "url": "https://sendgrid.com",
+            "url_offset": {"index": 0},
+            "sg_event_id": "kCAi1KttyQdEKHhdC-nuEA==",
+        },
+        # Mail of the account that Herald did not send: left out, not refused.
+        {
+            "email": "other@example.com",
+            "timestamp": now,
+            "event": "delivered",
+            "sg_message_id": "not-herald.filter.1.0",
+            "sg_event_id": "x",
+        },
+    ]
+
+
+def sendgrid_key() -> tuple[ec.EllipticCurvePrivateKey, str]:
+    private = ec.generate_private_key(ec.SECP256R1())
+    public = private.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return private, base64.b64encode(public).decode()
+
+
+def sendgrid_headers(private: ec.EllipticCurvePrivateKey, body: bytes, timestamp: int) -> dict[str, str]:
+    signed = private.sign(str(timestamp).encode() + body, ec.ECDSA(hashes.SHA256()))
+    return {
+        "Content-Type": "application/json",
+        "X-Twilio-Email-Event-Webhook-Signature": base64.b64encode(signed).decode(),
+        "X-Twilio-Email-Event-Webhook-Timestamp": str(timestamp),
+    }
+
+
+async def test_sendgrid_unsigned_events_are_taken_when_no_key_is_set(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    setup = await set_up(api, app, tenancy, "sendgrid", "14c5d75ce93")
+    now = int(time.time())
+    found = results(await anonymous.post(setup.path, json=sendgrid_events("14c5d75ce93", now)))
+    assert [(r.id, r.event.status) for r in found] == [
+        ("14c5d75ce93", "accepted"),
+        ("14c5d75ce93", "delivered"),
+        ("14c5d75ce93", "opened"),
+        ("14c5d75ce93", "clicked"),
+    ]
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "clicked" and after.status == "sent" and after.seen is True
+    assert isoformat(after.delivery_status_at) == isoformat(after.last_seen_date)
+    assert [(d.status, d.source, d.provider_id) for d in details] == [
+        ("Pending", "Webhook", "sendgrid"),
+        ("Success", "Webhook", "sendgrid"),
+        ("Success", "Webhook", "sendgrid"),
+        ("Success", "Webhook", "sendgrid"),
+    ]
+    assert details[1].raw["response"] == "250 OK"
+    # The message answers show it (an extra field beside Novu's).
+    response = await api.get("/v1/messages", params={"channel": "email", "limit": 100})
+    assert response.status_code == 200, response.text
+    answer = response.json()["data"]
+    (shown,) = [item for item in answer if item["_id"] == after.id]
+    MessageResponseDto.model_validate(shown)
+    assert shown["deliveryStatus"] == "clicked" and shown["deliveryStatusAt"] == isoformat(after.delivery_status_at)
+
+
+async def test_sendgrid_a_bounce_after_delivery_wins_and_a_late_delivered_does_not_undo_it(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    setup = await set_up(api, app, tenancy, "sendgrid", "sg-bounce")
+    sg_message_id = "sg-bounce.filter0001.16648.5515E0B88.0"
+    bounce = {
+        "email": "ada@example.com",
+        "timestamp": 1767323045,
+        "event": "bounce",
+        "sg_message_id": sg_message_id,
+        "bounce_classification": "Invalid Address",
+        "reason": "500 unknown recipient",
+        "status": "5.0.0",
+        "type": "bounce",
+    }
+    results(await anonymous.post(setup.path, json=[bounce]))
+    results(await anonymous.post(setup.path, json=[{**bounce, "event": "delivered", "timestamp": 1767323000}]))
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "bounced" and after.status == "error"
+    assert after.error_id == "provider_bounced" and "500 unknown recipient" in (after.error_text or "")
+    assert isoformat(after.delivery_status_at) == "2026-01-02T03:04:05.000Z"
+    assert [d.status for d in details] == ["Failed", "Success"]
+
+
+async def test_sendgrid_signed_events_are_checked_when_the_key_is_set(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    private, public = sendgrid_key()
+    setup = await set_up(
+        api, app, tenancy, "sendgrid", "sg-signed", configurations={"inboundWebhookSigningKey": public}
+    )
+    now = int(time.time())
+    body = json.dumps(sendgrid_events("sg-signed", now)[1:2]).encode()
+
+    # Unsigned, signed by another key, the body changed after signing, and an old timestamp: refused.
+    other, _ = sendgrid_key()
+    tampered = body.replace(b"delivered", b"bounce")
+    for content, headers in (
+        (body, {"Content-Type": "application/json"}),
+        (body, sendgrid_headers(other, body, now)),
+        (tampered, sendgrid_headers(private, body, now)),
+        (body, sendgrid_headers(private, body, now - 3600)),
+    ):
+        assert_error(await anonymous.post(setup.path, content=content, headers=headers), 401)
+    await assert_unchanged(app, setup.message)
+
+    found = results(await anonymous.post(setup.path, content=body, headers=sendgrid_headers(private, body, now)))
+    assert [r.event.status for r in found] == ["delivered"]
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "delivered" and [d.status for d in details] == ["Success"]
+
+
+# -- Twilio ------------------------------------------------------------------------------------
+
+
+def twilio_form(sid: str, status: str, **extra: str) -> dict[str, str]:
+    """Twilio's status callback parameters (its documentation's example)."""
+    return {
+        "AccountSid": "AC0000",
+        "ApiVersion": "2010-04-01",
+        "From": "+15005550001",
+        "MessageSid": sid,
+        "MessageStatus": status,
+        "SmsSid": sid,
+        "SmsStatus": status,
+        "To": "+15005550006",
+        **extra,
+    }
+
+
+def twilio_post(url: str, form: dict[str, str], token: str = "twilio-token") -> dict[str, Any]:
+    return {
+        "content": httpx.QueryParams(form).__str__().encode(),
+        "headers": {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-Twilio-Signature": twilio_signature(url, sorted(form.items()), token),
+        },
+    }
+
+
+async def test_twilio_status_callbacks_are_taken_only_signed_with_the_auth_token(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    sid = "SM1f0e8ae6ade43cb3c0ce4525424e404f"
+    setup = await set_up(api, app, tenancy, "twilio", sid, channel="sms")
+    url = f"{BASE_URL}{setup.path}"
+    delivered = twilio_form(sid, "delivered")
+
+    unsigned = twilio_post(url, delivered)
+    del unsigned["headers"]["X-Twilio-Signature"]
+    forged = twilio_post(url, delivered, token="not-the-token")
+    other_url = twilio_post(f"https://elsewhere.example{setup.path}", delivered)
+    changed = twilio_post(url, delivered)
+    changed["content"] = httpx.QueryParams(twilio_form(sid, "undelivered")).__str__().encode()
+    for request in (unsigned, forged, other_url, changed):
+        assert_error(await anonymous.post(setup.path, **request), 401)
+    await assert_unchanged(app, setup.message)
+
+    assert [r.event.status for r in results(await anonymous.post(setup.path, **twilio_post(url, delivered)))] == [
+        "delivered"
+    ]
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "delivered" and [(d.status, d.provider_id) for d in details] == [
+        ("Success", "twilio")
+    ]
+    assert details[0].raw["MessageStatus"] == "delivered"
+
+
+async def test_twilio_undelivered_is_a_bounce_with_the_error_code(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    sid = "SM0000000000000000000000000000undl"
+    setup = await set_up(api, app, tenancy, "twilio", sid, channel="sms")
+    form = twilio_form(sid, "undelivered", ErrorCode="30003")
+    results(await anonymous.post(setup.path, **twilio_post(f"{BASE_URL}{setup.path}", form)))
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "bounced" and after.status == "error" and "30003" in (after.error_text or "")
+    assert [d.status for d in details] == ["Failed"]
+
+
+async def test_twilio_signature_is_over_the_public_url_when_set(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    sid = "SM00000000000000000000000000proxy"
+    setup = await set_up(api, app, tenancy, "twilio", sid, channel="sms")
+    settings = app.state.settings
+    app.state.settings = replace(settings, public_url="https://herald.example.com/")
+    try:
+        form = twilio_form(sid, "delivered")
+        # Signed over the address Herald saw: not what Twilio called behind the proxy.
+        assert_error(await anonymous.post(setup.path, **twilio_post(f"{BASE_URL}{setup.path}", form)), 401)
+        await assert_unchanged(app, setup.message)
+        results(await anonymous.post(setup.path, **twilio_post(f"https://herald.example.com{setup.path}", form)))
+    finally:
+        app.state.settings = settings
+    after, _ = await stored(app, setup.message.id)
+    assert after.delivery_status == "delivered"
+
+
+# -- Mailgun -----------------------------------------------------------------------------------
+
+
+def mailgun_body(message_id: str, event: str, signing_key: str | None, timestamp: int, **data: Any) -> dict[str, Any]:
+    """Mailgun's webhook body (its documentation's sample), signed with ``signing_key`` when given."""
+    token = "a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0"
+    signed = hmac.new((signing_key or "x").encode(), f"{timestamp}{token}".encode(), hashlib.sha256).hexdigest()
+    return {
+        "signature": {"timestamp": str(timestamp), "token": token, "signature": signed},
+        "event-data": {
+            "id": "CPgfbmQMTCKtHW6uIWtuVe",
+            "timestamp": 1767323045.908181,
+            "log-level": "info",
+            "event": event,
+            "recipient": "ada@example.com",
+            "envelope": {"sender": "bob@mg.example.com", "transport": "smtp", "targets": "ada@example.com"},
+            "message": {"headers": {"to": "ada@example.com", "message-id": message_id, "from": "bob@mg.example.com"}},
+            "delivery-status": {"code": 250, "message": "OK", "attempt-no": 1, "description": ""},
+            **data,
+        },
+    }
+
+
+async def test_mailgun_events_unsigned_without_a_key_and_signed_with_one(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    # Mailgun answers a send with the id in angle brackets; its events name it without.
+    mailgun_id = "20260102030405.1.ABCDEF@mg.example.com"
+    setup = await set_up(api, app, tenancy, "mailgun", f"<{mailgun_id}>")
+    now = int(time.time())
+    found = results(await anonymous.post(setup.path, json=mailgun_body(mailgun_id, "delivered", None, now)))
+    assert [(r.id, r.event.status) for r in found] == [(f"<{mailgun_id}>", "delivered")]
+
+    key = "key-signing-0123456789abcdef"
+    update = await api.put(
+        f"/v1/integrations/{setup.integration['_id']}",
+        json={"configurations": {"inboundWebhookEnabled": True, "inboundWebhookSigningKey": key}},
+    )
+    assert update.status_code == 200, update.text
+    failed = {
+        "severity": "permanent",
+        "reason": "bounce",
+        "delivery-status": {"code": 550, "message": "No such user", "description": "mailbox unavailable"},
+    }
+    unsigned = mailgun_body(mailgun_id, "failed", None, now, **failed)
+    del unsigned["signature"]
+    for body in (
+        unsigned,
+        mailgun_body(mailgun_id, "failed", "another-key", now, **failed),
+        mailgun_body(mailgun_id, "failed", key, now - 3600, **failed),
+    ):
+        assert_error(await anonymous.post(setup.path, json=body), 401)
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "delivered" and after.status == "sent" and len(details) == 1
+
+    results(await anonymous.post(setup.path, json=mailgun_body(mailgun_id, "failed", key, now, **failed)))
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "bounced" and "mailbox unavailable" in (after.error_text or "")
+    assert [d.status for d in details] == ["Success", "Failed"]
+
+
+async def test_mailgun_a_temporary_failure_is_not_a_bounce(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    mailgun_id = "20260102030405.2.TEMP@mg.example.com"
+    setup = await set_up(api, app, tenancy, "mailgun", f"<{mailgun_id}>")
+    body = mailgun_body(mailgun_id, "failed", None, int(time.time()), severity="temporary", reason="generic")
+    assert [r.event.status for r in results(await anonymous.post(setup.path, json=body))] == ["deferred"]
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status is None and after.status == "sent" and [d.status for d in details] == ["Pending"]
+
+
+# -- Postmark ----------------------------------------------------------------------------------
+
+POSTMARK_CREDENTIALS = {"apiKey": "postmark-token", "user": "hooks", "password": "s3cret-webhook-password"}
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+def postmark_records(message_id: str) -> list[dict[str, Any]]:
+    """Postmark's webhook records (its documentation's samples), one per RecordType."""
+    return [
+        {
+            "RecordType": "Delivery",
+            "ServerID": 23,
+            "MessageStream": "outbound",
+            "MessageID": message_id,
+            "Recipient": "ada@example.com",
+            "Tag": "welcome-email",
+            "DeliveredAt": "2026-01-02T03:04:05.9070259Z",
+            "Details": "Test delivery webhook details",
+            "Metadata": {},
+        },
+        {
+            "RecordType": "Open",
+            "MessageStream": "outbound",
+            "FirstOpen": True,
+            "Client": {"Name": "Chrome"},
+            "OS": {"Name": "OS X"},
+            "Platform": "WebMail",
+            "UserAgent": "Mozilla/5.0",
+            "Geo": {},
+            "ReceivedAt": "2026-01-02T03:05:00.1234567Z",
+            "Tag": "welcome-email",
+            "Recipient": "ada@example.com",
+            "MessageID": message_id,
+            "Metadata": {},
+        },
+        {
+            "RecordType": "Click",
+            "MessageStream": "outbound",
+            "ClickLocation": "HTML",
+            "Platform": "Desktop",
+            "OriginalLink": "https://example.com",
+            "MessageID": message_id,
+            "ReceivedAt": "2026-01-02T03:06:00Z",
+            "Recipient": "ada@example.com",
+            "Metadata": {},
+        },
+        {
+            "RecordType": "SpamComplaint",
+            "ID": 42,
+            "Type": "SpamComplaint",
+            "TypeCode": 512,
+            "Name": "Spam complaint",
+            "MessageID": message_id,
+            "ServerID": 23,
+            "Description": "The subscriber explicitly marked this message as spam.",
+            "Email": "ada@example.com",
+            "From": "sender@example.com",
+            "BouncedAt": "2026-01-02T03:07:00Z",
+            "MessageStream": "outbound",
+        },
+    ]
+
+
+async def test_postmark_records_are_taken_only_with_the_webhook_user_and_password(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    message_id = "883953f4-6105-42a2-a16a-77a8eac79483"
+    setup = await set_up(api, app, tenancy, "postmark", message_id, credentials=POSTMARK_CREDENTIALS)
+    delivery, opened, clicked, complaint = postmark_records(message_id)
+    for headers in ({}, basic("hooks", "wrong"), {"Authorization": "Bearer postmark-token"}):
+        assert_error(await anonymous.post(setup.path, json=delivery, headers=headers), 401)
+    await assert_unchanged(app, setup.message)
+
+    auth = basic("hooks", "s3cret-webhook-password")
+    for record in (delivery, opened, clicked):
+        results(await anonymous.post(setup.path, json=record, headers=auth))
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "clicked" and isoformat(after.delivery_status_at) == "2026-01-02T03:06:00.000Z"
+    assert isoformat(after.first_seen_date) == "2026-01-02T03:05:00.123Z"
+    results(await anonymous.post(setup.path, json=complaint, headers=auth))
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "complained"
+    assert [d.status for d in details] == ["Success", "Success", "Success", "Warning"]
+
+
+async def test_postmark_refuses_everything_while_the_integration_has_no_webhook_password(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    message_id = "00000000-0000-0000-0000-000000000001"
+    setup = await set_up(api, app, tenancy, "postmark", message_id)
+    response = await anonymous.post(setup.path, json=postmark_records(message_id)[0], headers=basic("a", "b"))
+    assert "password" in assert_error(response, 401)["message"]
+    await assert_unchanged(app, setup.message)
+
+
+async def test_postmark_a_hard_bounce_is_a_bounce_and_a_soft_one_is_not(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    message_id = "00000000-0000-0000-0000-000000000002"
+    setup = await set_up(api, app, tenancy, "postmark", message_id, credentials=POSTMARK_CREDENTIALS)
+    bounce = {
+        "RecordType": "Bounce",
+        "ID": 4323372036854775807,
+        "Type": "SoftBounce",
+        "TypeCode": 4096,
+        "Name": "Soft bounce",
+        "MessageID": message_id,
+        "ServerID": 23,
+        "MessageStream": "outbound",
+        "Description": "The server could not temporarily deliver your message",
+        "Details": "mailbox full",
+        "Email": "ada@example.com",
+        "BouncedAt": "2026-01-02T03:04:05Z",
+        "Inactive": False,
+    }
+    auth = basic("hooks", "s3cret-webhook-password")
+    results(await anonymous.post(setup.path, json=bounce, headers=auth))
+    after, _ = await stored(app, setup.message.id)
+    assert after.delivery_status is None and after.status == "sent"
+    hard = {**bounce, "Type": "HardBounce", "TypeCode": 1, "Details": "smtp;550 5.1.1 unknown user"}
+    results(await anonymous.post(setup.path, json=hard, headers=auth))
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "bounced" and "unknown user" in (after.error_text or "")
+    assert [d.status for d in details] == ["Pending", "Failed"]
+
+
+# -- Resend (Svix) -----------------------------------------------------------------------------
+
+RESEND_SECRET = "whsec_" + base64.b64encode(b"resend-webhook-secret-32-bytes!!").decode()
+
+
+def svix_headers(
+    body: bytes, timestamp: int, secret: str = RESEND_SECRET, svix_id: str = "msg_2Lh9KRb0pzN4LePd"
+) -> dict[str, str]:
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    signed = base64.b64encode(hmac.new(key, f"{svix_id}.{timestamp}.".encode() + body, hashlib.sha256).digest())
+    return {
+        "Content-Type": "application/json",
+        "svix-id": svix_id,
+        "svix-timestamp": str(timestamp),
+        "svix-signature": f"v1,bm90LXRoaXMtb25l v1,{signed.decode()}",
+    }
+
+
+def resend_event(email_id: str, kind: str, **data: Any) -> bytes:
+    """Resend's webhook event (its documentation's sample)."""
+    return json.dumps(
+        {
+            "type": kind,
+            "created_at": "2026-01-02T03:04:05.126Z",
+            "data": {
+                "created_at": "2026-01-02T03:04:00.000Z",
+                "email_id": email_id,
+                "from": "Acme <onboarding@resend.dev>",
+                "to": ["ada@example.com"],
+                "subject": "Sending this example",
+                **data,
+            },
+        }
+    ).encode()
+
+
+async def test_resend_events_are_taken_only_signed_and_recent(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    email_id = "56761188-7520-42d8-8898-ff6fc54ce618"
+    setup = await set_up(
+        api, app, tenancy, "resend", email_id, configurations={"inboundWebhookSigningKey": RESEND_SECRET}
+    )
+    body = resend_event(email_id, "email.bounced", bounce={"message": "The recipient's mailbox does not exist"})
+    now = int(time.time())
+    unsigned = {"Content-Type": "application/json"}
+    forged = svix_headers(body, now, secret="whsec_" + base64.b64encode(b"another-secret").decode())
+    replayed = svix_headers(body, now - 600)
+    for headers in (unsigned, forged, replayed):
+        assert_error(await anonymous.post(setup.path, content=body, headers=headers), 401)
+    changed = resend_event(email_id, "email.delivered")
+    assert_error(await anonymous.post(setup.path, content=changed, headers=svix_headers(body, now)), 401)
+    await assert_unchanged(app, setup.message)
+
+    found = results(await anonymous.post(setup.path, content=body, headers=svix_headers(body, now)))
+    assert [(r.id, r.event.status) for r in found] == [(email_id, "bounced")]
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "bounced" and "mailbox does not exist" in (after.error_text or "")
+    assert isoformat(after.delivery_status_at) == "2026-01-02T03:04:05.126Z"
+    assert [(d.status, d.provider_id) for d in details] == [("Failed", "resend")]
+
+
+async def test_resend_refuses_everything_while_the_integration_has_no_secret(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    email_id = "56761188-7520-42d8-8898-ff6fc54ce619"
+    setup = await set_up(api, app, tenancy, "resend", email_id)
+    body = resend_event(email_id, "email.delivered")
+    response = await anonymous.post(setup.path, content=body, headers=svix_headers(body, int(time.time())))
+    assert "inboundWebhookSigningKey" in assert_error(response, 401)["message"]
+    await assert_unchanged(app, setup.message)

@@ -13,11 +13,14 @@ import base64
 import hashlib
 import hmac
 import json
+import sys
 import time
+import types
 from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
+import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from fastapi import FastAPI
@@ -672,3 +675,43 @@ async def test_resend_refuses_everything_while_the_integration_has_no_secret(
     response = await anonymous.post(setup.path, content=body, headers=svix_headers(body, int(time.time())))
     assert "inboundWebhookSigningKey" in assert_error(response, 401)["message"]
     await assert_unchanged(app, setup.message)
+
+
+# -- handed on to the application's webhooks ---------------------------------------------------
+
+
+async def test_deliveries_and_bounces_are_handed_on_to_the_outbound_webhooks(
+    api: httpx.AsyncClient,
+    app: FastAPI,
+    tenancy: Tenancy,
+    anonymous: httpx.AsyncClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``herald.webhooks.events.emit_for_messages`` hears of each delivered and bounced message, once a batch."""
+    calls: list[tuple[str, str, list[str]]] = []
+
+    async def emit_for_messages(session: Any, environment_id: str, event_type: str, message_ids: list[str]) -> int:
+        calls.append((environment_id, event_type, list(message_ids)))
+        return len(message_ids)
+
+    events_module = types.ModuleType("herald.webhooks.events")
+    events_module.emit_for_messages = emit_for_messages  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "herald.webhooks", types.ModuleType("herald.webhooks"))
+    monkeypatch.setitem(sys.modules, "herald.webhooks.events", events_module)
+
+    delivered = await set_up(api, app, tenancy, "sendgrid", "sg-handed-1")
+    bounced = await create_subscriber(api)
+    bounced_message = await insert_in_app_message(
+        app, bounced, channel="email", job_id=new_id(), provider_id="sendgrid", provider_message_id="sg-handed-2"
+    )
+    body = [
+        {"event": "delivered", "sg_message_id": "sg-handed-1.f.1.0", "timestamp": 1767323045},
+        {"event": "open", "sg_message_id": "sg-handed-1.f.1.0", "timestamp": 1767323046},
+        {"event": "delivered", "sg_message_id": "sg-handed-2.f.1.0", "timestamp": 1767323045},
+        {"event": "bounce", "sg_message_id": "sg-handed-2.f.1.0", "timestamp": 1767323047, "reason": "550"},
+    ]
+    results(await anonymous.post(delivered.path, json=body))
+    assert calls == [
+        (tenancy.environment_id, "message.delivered", [delivered.message.id, bounced_message.id]),
+        (tenancy.environment_id, "message.bounced", [bounced_message.id]),
+    ]

@@ -23,6 +23,7 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import FastAPI
 from novu_py.models import MessageResponseDto, WebhookResultDto
 from sqlalchemy import select
@@ -715,3 +716,97 @@ async def test_deliveries_and_bounces_are_handed_on_to_the_outbound_webhooks(
         (tenancy.environment_id, "message.delivered", [delivered.message.id, bounced_message.id]),
         (tenancy.environment_id, "message.bounced", [bounced_message.id]),
     ]
+
+
+# -- Telnyx ------------------------------------------------------------------------------------
+
+
+def telnyx_event(message_id: str, status: str, errors: list[dict[str, Any]] | None = None) -> bytes:
+    """Telnyx's message.finalized event (its documentation's sample)."""
+    return json.dumps(
+        {
+            "data": {
+                "event_type": "message.finalized",
+                "id": "86f58db9-0734-4ff2-a5a5-6ec4bb2a1f52",
+                "occurred_at": "2026-01-02T03:04:05.588+00:00",
+                "payload": {
+                    "completed_at": "2026-01-02T03:04:05.588+00:00",
+                    "direction": "outbound",
+                    "encoding": "GSM-7",
+                    "errors": errors or [],
+                    "from": {"carrier": "TELNYX LLC", "line_type": "VoIP", "phone_number": "+15005550001"},
+                    "id": message_id,
+                    "parts": 1,
+                    "record_type": "message",
+                    "text": "Hello",
+                    "to": [
+                        {
+                            "carrier": "T-MOBILE USA, INC.",
+                            "line_type": "Wireless",
+                            "phone_number": "+15005550006",
+                            "status": status,
+                        }
+                    ],
+                    "type": "SMS",
+                },
+                "record_type": "event",
+            },
+            "meta": {"attempt": 1, "delivered_to": "https://herald.example.com/webhooks/..."},
+        }
+    ).encode()
+
+
+def telnyx_headers(private: Ed25519PrivateKey, body: bytes, timestamp: int) -> dict[str, str]:
+    signed = private.sign(f"{timestamp}|".encode() + body)
+    return {
+        "Content-Type": "application/json",
+        "telnyx-signature-ed25519": base64.b64encode(signed).decode(),
+        "telnyx-timestamp": str(timestamp),
+    }
+
+
+def ed25519_key() -> tuple[Ed25519PrivateKey, str]:
+    private = Ed25519PrivateKey.generate()
+    public = private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return private, base64.b64encode(public).decode()
+
+
+async def test_telnyx_events_are_taken_only_signed_and_recent(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    message_id = "40017f8e-49bd-4f16-9e3d-ef103f916228"
+    private, public = ed25519_key()
+    setup = await set_up(
+        api, app, tenancy, "telnyx", message_id, channel="sms", configurations={"inboundWebhookSigningKey": public}
+    )
+    body = telnyx_event(message_id, "delivery_failed", [{"code": "40002", "title": "Blocked as spam - temporary"}])
+    now = int(time.time())
+    other, _ = ed25519_key()
+    changed = telnyx_event(message_id, "delivered")
+    for content, headers in (
+        (body, {"Content-Type": "application/json"}),
+        (body, telnyx_headers(other, body, now)),
+        (changed, telnyx_headers(private, body, now)),
+        (body, telnyx_headers(private, body, now - 600)),
+    ):
+        assert_error(await anonymous.post(setup.path, content=content, headers=headers), 401)
+    await assert_unchanged(app, setup.message)
+
+    found = results(await anonymous.post(setup.path, content=body, headers=telnyx_headers(private, body, now)))
+    assert [(r.id, r.event.status) for r in found] == [(message_id, "undelivered")]
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "bounced" and "Blocked as spam" in (after.error_text or "")
+    assert isoformat(after.delivery_status_at) == "2026-01-02T03:04:05.588Z"
+    assert [(d.status, d.provider_id) for d in details] == [("Failed", "telnyx")]
+
+
+async def test_telnyx_refuses_everything_while_the_integration_has_no_public_key(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    message_id = "40017f8e-49bd-4f16-9e3d-ef103f916229"
+    setup = await set_up(api, app, tenancy, "telnyx", message_id, channel="sms")
+    private, _ = ed25519_key()
+    body = telnyx_event(message_id, "delivered")
+    response = await anonymous.post(setup.path, content=body, headers=telnyx_headers(private, body, int(time.time())))
+    assert "inboundWebhookSigningKey" in assert_error(response, 401)["message"]
+    await assert_unchanged(app, setup.message)

@@ -22,7 +22,7 @@ from herald.kit.crypto import SecretBox
 from herald.kit.errors import BadRequestError, NotFoundError
 from herald.providers.email import mailgun_events, postmark_events, resend_events, sendgrid_events
 from herald.providers.inbound import EventReader, InboundIntegration, InboundRequest  # noqa: F401  (InboundRequest: the routes build it)
-from herald.providers.sms import telnyx_events, twilio_events
+from herald.providers.sms import plivo_events, telnyx_events, twilio_events
 
 CHANNELS = ("email", "sms")
 
@@ -34,6 +34,7 @@ READERS: dict[str, EventReader] = {
     "postmark": postmark_events.read_events,
     "resend": resend_events.read_events,
     "telnyx": telnyx_events.read_events,
+    "plivo": plivo_events.read_events,
 }
 
 

@@ -31,7 +31,6 @@ from sqlalchemy import select
 from herald.kit.ids import new_id
 from herald.kit.time import isoformat
 from herald.models import ExecutionDetail, Message
-from herald.providers.sms.twilio_events import signature as twilio_signature
 from tests.conftest import BASE_URL, Tenancy, assert_error
 from tests.fixtures.builders import create_integration, create_subscriber, insert_in_app_message
 
@@ -335,12 +334,18 @@ def twilio_form(sid: str, status: str, **extra: str) -> dict[str, str]:
     }
 
 
+def twilio_signature(url: str, form: dict[str, str], token: str) -> str:
+    """As Twilio's documentation computes it: the URL, then each parameter's name and value sorted by name."""
+    content = url + "".join(f"{name}{form[name]}" for name in sorted(form))
+    return base64.b64encode(hmac.new(token.encode(), content.encode(), hashlib.sha1).digest()).decode()
+
+
 def twilio_post(url: str, form: dict[str, str], token: str = "twilio-token") -> dict[str, Any]:
     return {
         "content": httpx.QueryParams(form).__str__().encode(),
         "headers": {
             "Content-Type": "application/x-www-form-urlencoded",
-            "X-Twilio-Signature": twilio_signature(url, sorted(form.items()), token),
+            "X-Twilio-Signature": twilio_signature(url, form, token),
         },
     }
 
@@ -810,3 +815,65 @@ async def test_telnyx_refuses_everything_while_the_integration_has_no_public_key
     response = await anonymous.post(setup.path, content=body, headers=telnyx_headers(private, body, int(time.time())))
     assert "inboundWebhookSigningKey" in assert_error(response, 401)["message"]
     await assert_unchanged(app, setup.message)
+
+
+# -- Plivo -------------------------------------------------------------------------------------
+
+
+def plivo_form(uuid: str, status: str, **extra: str) -> dict[str, str]:
+    """Plivo's message status callback parameters (its documentation's example)."""
+    return {
+        "From": "+15005550001",
+        "To": "+15005550006",
+        "Status": status,
+        "MessageUUID": uuid,
+        "ParentMessageUUID": uuid,
+        "PartInfo": "1 of 1",
+        "TotalAmount": "0.00350",
+        "TotalRate": "0.00350",
+        "Units": "1",
+        "MessageTime": "2026-01-02 03:04:05",
+        "ErrorCode": "",
+        **extra,
+    }
+
+
+def plivo_post(
+    url: str, form: dict[str, str], token: str = "plivo-token", nonce: str = "05429567804466091622"
+) -> dict[str, Any]:
+    """Signed as plivo-python's validate_v3_signature checks it (a POST to a URL without a query)."""
+    content = f"{url}?" + "".join(f"{name}{form[name]}" for name in sorted(form)) + f".{nonce}"
+    signed = base64.b64encode(hmac.new(token.encode(), content.encode(), hashlib.sha256).digest()).decode()
+    return {
+        "content": str(httpx.QueryParams(form)).encode(),
+        "headers": {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-Plivo-Signature-V3": f"bm90LXRoaXM=,{signed}",
+            "X-Plivo-Signature-V3-Nonce": nonce,
+        },
+    }
+
+
+async def test_plivo_status_callbacks_are_taken_only_signed_with_the_auth_token(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    uuid = "db3ce55a-7f1d-11e1-8ea7-1231380bc196"
+    setup = await set_up(api, app, tenancy, "plivo", uuid, channel="sms")
+    url = f"{BASE_URL}{setup.path}"
+    failed = plivo_form(uuid, "undelivered", ErrorCode="200")
+
+    unsigned = plivo_post(url, failed)
+    del unsigned["headers"]["X-Plivo-Signature-V3"]
+    other_nonce = plivo_post(url, failed)
+    other_nonce["headers"]["X-Plivo-Signature-V3-Nonce"] = "1"
+    changed = plivo_post(url, failed)
+    changed["content"] = str(httpx.QueryParams(plivo_form(uuid, "delivered"))).encode()
+    for request in (unsigned, plivo_post(url, failed, token="another-token"), other_nonce, changed):
+        assert_error(await anonymous.post(setup.path, **request), 401)
+    await assert_unchanged(app, setup.message)
+
+    found = results(await anonymous.post(setup.path, **plivo_post(url, failed)))
+    assert [(r.id, r.event.status) for r in found] == [(uuid, "undelivered")]
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "bounced" and "Plivo error 200" in (after.error_text or "")
+    assert [(d.status, d.provider_id) for d in details] == [("Failed", "plivo")]

@@ -22,7 +22,7 @@ from herald.kit.crypto import SecretBox
 from herald.kit.errors import BadRequestError, NotFoundError
 from herald.providers.email import mailgun_events, postmark_events, resend_events, sendgrid_events
 from herald.providers.inbound import EventReader, InboundIntegration, InboundRequest  # noqa: F401  (InboundRequest: the routes build it)
-from herald.providers.sms import plivo_events, telnyx_events, twilio_events
+from herald.providers.sms import plivo_events, telnyx_events, twilio_events, vonage_events
 
 CHANNELS = ("email", "sms")
 
@@ -35,6 +35,9 @@ READERS: dict[str, EventReader] = {
     "resend": resend_events.read_events,
     "telnyx": telnyx_events.read_events,
     "plivo": plivo_events.read_events,
+    # Vonage's providerId is Novu's old name for it; "vonage" is its alias.
+    "nexmo": vonage_events.read_events,
+    "vonage": vonage_events.read_events,
 }
 
 

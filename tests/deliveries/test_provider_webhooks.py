@@ -877,3 +877,72 @@ async def test_plivo_status_callbacks_are_taken_only_signed_with_the_auth_token(
     after, details = await stored(app, setup.message.id)
     assert after.delivery_status == "bounced" and "Plivo error 200" in (after.error_text or "")
     assert [(d.status, d.provider_id) for d in details] == [("Failed", "plivo")]
+
+
+# -- Vonage ------------------------------------------------------------------------------------
+
+
+def vonage_receipt(message_id: str, status: str, **extra: str) -> dict[str, str]:
+    """Vonage's SMS delivery receipt (its documentation's example)."""
+    return {
+        "msisdn": "15005550006",
+        "to": "Herald",
+        "network-code": "12345",
+        "messageId": message_id,
+        "price": "0.03330000",
+        "status": status,
+        "scts": "2601020304",
+        "err-code": "0",
+        "api-key": "vonage-key",
+        "message-timestamp": "2026-01-02 03:04:05",
+        **extra,
+    }
+
+
+def vonage_signed(params: dict[str, str], secret: str, method: str | None, timestamp: int) -> dict[str, str]:
+    """Signed as Vonage's SDKs compute ``sig`` (MD5 hash when ``method`` is None, else that HMAC)."""
+    params = {**params, "timestamp": str(timestamp)}
+    content = "".join(f"&{k}={params[k].replace('&', '_').replace('=', '_')}" for k in sorted(params)).encode()
+    if method is None:
+        sig = hashlib.md5(content + secret.encode()).hexdigest()
+    else:
+        sig = hmac.new(secret.encode(), content, method).hexdigest()
+    return {**params, "sig": sig}
+
+
+async def test_vonage_receipts_unsigned_without_a_secret_and_signed_with_one(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    message_id = "0A0000000123ABCD1"
+    setup = await set_up(api, app, tenancy, "nexmo", message_id, channel="sms")
+    form = vonage_receipt(message_id, "accepted")
+    found = results(await anonymous.post(setup.path, data=form))
+    assert [(r.id, r.event.status) for r in found] == [(message_id, "accepted")]
+
+    secret = "vonage-signature-secret"
+    update = await api.put(
+        f"/v1/integrations/{setup.integration['_id']}",
+        json={"configurations": {"inboundWebhookEnabled": True, "inboundWebhookSigningKey": secret}},
+    )
+    assert update.status_code == 200, update.text
+    now = int(time.time())
+    delivered = vonage_receipt(message_id, "delivered")
+    tampered = {**vonage_signed(delivered, secret, "sha256", now), "status": "failed"}
+    for params in (
+        delivered,
+        vonage_signed(delivered, "another-secret", "sha256", now),
+        tampered,
+        vonage_signed(delivered, secret, "sha256", now - 3600),
+    ):
+        assert_error(await anonymous.post(setup.path, data=params), 401)
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status is None and [d.status for d in details] == ["Pending"]
+
+    # The MD5 hash (Vonage's default) as a form, and a SHA-512 HMAC as JSON.
+    results(await anonymous.post(setup.path, data=vonage_signed(delivered, secret, None, now)))
+    failed = vonage_receipt(message_id, "failed", **{"err-code": "6"})
+    results(await anonymous.post(setup.path, json=vonage_signed(failed, secret, "sha512", now)))
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "dropped" and "Vonage error 6" in (after.error_text or "")
+    assert [d.status for d in details] == ["Pending", "Success", "Failed"]
+    assert "sig" not in details[1].raw and "api-key" not in details[1].raw

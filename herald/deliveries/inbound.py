@@ -13,18 +13,51 @@ retry them.
 
 from __future__ import annotations
 
+import inspect
+from urllib.parse import urlsplit
+
+import httpx
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.deliveries.repository import DeliveryRepository
 from herald.deliveries.schemas import WebhookResult
 from herald.deliveries.service import record_delivery_events
 from herald.kit.crypto import SecretBox
-from herald.kit.errors import BadRequestError, NotFoundError
-from herald.providers.email import mailgun_events, postmark_events, resend_events, sendgrid_events
+from herald.kit.errors import BadRequestError, NotFoundError, ServiceUnavailableError
+from herald.kit.outbound import OutboundPolicy, OutboundRefused
+from herald.providers.email import mailgun_events, postmark_events, resend_events, sendgrid_events, ses_events
+from herald.providers.http import create_http_client
 from herald.providers.inbound import EventReader, InboundIntegration, InboundRequest  # noqa: F401  (InboundRequest: the routes build it)
 from herald.providers.sms import plivo_events, telnyx_events, twilio_events, vonage_events
 
 CHANNELS = ("email", "sms")
+# Longest answer taken when reaching back to a provider (a certificate, a confirmation).
+MAX_FETCH_BYTES = 64 * 1024
+
+
+class ProviderFetch:
+    """GETs to a provider on behalf of its webhook (SNS's certificate and confirmation), through the outbound policy.
+
+    One client per API process, made on first use: most installs never need it.
+    """
+
+    def __init__(self, policy: OutboundPolicy) -> None:
+        self.policy = policy
+        self.client: httpx.AsyncClient | None = None
+
+    async def __call__(self, url: str) -> bytes:
+        if self.client is None:
+            self.client = create_http_client(outbound=self.policy, timeout=10.0)
+        try:
+            response = await self.client.get(url)
+        except (httpx.HTTPError, OutboundRefused) as exc:
+            raise ServiceUnavailableError(
+                f"Herald could not reach {urlsplit(url).hostname}: {type(exc).__name__}"
+            ) from None
+        if not response.is_success or len(response.content) > MAX_FETCH_BYTES:
+            raise ServiceUnavailableError(f"{urlsplit(url).hostname} answered {response.status_code}")
+        return response.content
+
 
 # providerId -> the reader of that provider's webhooks (beside its sender).
 READERS: dict[str, EventReader] = {
@@ -33,6 +66,7 @@ READERS: dict[str, EventReader] = {
     "mailgun": mailgun_events.read_events,
     "postmark": postmark_events.read_events,
     "resend": resend_events.read_events,
+    "ses": ses_events.read_events,
     "telnyx": telnyx_events.read_events,
     "plivo": plivo_events.read_events,
     # Vonage's providerId is Novu's old name for it; "vonage" is its alias.
@@ -68,7 +102,7 @@ async def receive(
             f"Herald does not read {integration.provider_id}'s delivery webhooks; "
             f"readable: {', '.join(sorted(READERS))}"
         )
-    events = reader(
+    read = reader(
         request,
         InboundIntegration(
             provider_id=integration.provider_id,
@@ -76,4 +110,5 @@ async def receive(
             configurations=integration.configurations or {},
         ),
     )
+    events = await read if inspect.isawaitable(read) else read
     return await record_delivery_events(session, integration, events, skip_unknown=True)

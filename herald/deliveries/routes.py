@@ -10,6 +10,7 @@ from herald.deliveries import inbound, service
 from herald.deliveries.schemas import ExecutionDetails, WebhookResult
 from herald.kit.auth import PrincipalDep
 from herald.kit.db import SessionDep
+from herald.kit.outbound import OutboundPolicy
 from herald.kit.schemas import ERROR_RESPONSES, DataResponse
 
 inbound_router = APIRouter(prefix="/v2/inbound-webhooks", tags=["Activity"], responses=ERROR_RESPONSES)
@@ -64,6 +65,15 @@ def signed_url(request: Request) -> str:
     return f"{public_url.rstrip('/')}{request.url.path}" + (f"?{query}" if query else "")
 
 
+def provider_fetch(request: Request) -> inbound.ProviderFetch:
+    """The process's way to reach back to a provider (made on first use), under the outbound policy."""
+    state = request.app.state
+    fetch = getattr(state, "provider_fetch", None)
+    if fetch is None:
+        fetch = state.provider_fetch = inbound.ProviderFetch(OutboundPolicy.allowing(state.settings.outbound_allow))
+    return fetch  # type: ignore[no-any-return]
+
+
 @provider_webhooks_router.post(
     "/organizations/{organizationId}/environments/{environmentId}/{channel}/{integrationId}",
     response_model=DataResponse[list[WebhookResult]],
@@ -87,6 +97,7 @@ async def receive_provider_webhook(
         url=signed_url(request),
         headers={name.lower(): value for name, value in request.headers.items()},
         body=await request.body(),
+        fetch=provider_fetch(request),
     )
     results = await inbound.receive(
         session, request.app.state.secret_box, organizationId, environmentId, channel, integrationId, arrived

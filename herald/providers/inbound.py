@@ -20,7 +20,7 @@ import hmac
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -51,6 +51,9 @@ class InboundRequest:
     url: str
     headers: Mapping[str, str]
     body: bytes
+    # How a reader reaches back to the provider (Amazon SNS: its signing certificate, a
+    # subscription's confirmation): GET a URL through the outbound policy, the body back.
+    fetch: Callable[[str], Awaitable[bytes]] | None = None
 
     def header(self, name: str) -> str | None:
         value = self.headers.get(name.lower())
@@ -88,7 +91,8 @@ class InboundIntegration:
         return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-EventReader = Callable[[InboundRequest, InboundIntegration], list[DeliveryEvent]]
+# A reader answers the events, or (when it must reach back to the provider first) an awaitable of them.
+EventReader = Callable[[InboundRequest, InboundIntegration], list[DeliveryEvent] | Awaitable[list[DeliveryEvent]]]
 
 
 def check_timestamp(value: str | None, *, name: str, now: float | None = None) -> None:

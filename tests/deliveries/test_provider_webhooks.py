@@ -17,12 +17,14 @@ import sys
 import time
 import types
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 import pytest
+from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import FastAPI
 from novu_py.models import MessageResponseDto, WebhookResultDto
@@ -31,6 +33,7 @@ from sqlalchemy import select
 from herald.kit.ids import new_id
 from herald.kit.time import isoformat
 from herald.models import ExecutionDetail, Message
+from herald.providers.email import ses_events
 from tests.conftest import BASE_URL, Tenancy, assert_error
 from tests.fixtures.builders import create_integration, create_subscriber, insert_in_app_message
 
@@ -946,3 +949,181 @@ async def test_vonage_receipts_unsigned_without_a_secret_and_signed_with_one(
     assert after.delivery_status == "dropped" and "Vonage error 6" in (after.error_text or "")
     assert [d.status for d in details] == ["Pending", "Success", "Failed"]
     assert "sig" not in details[1].raw and "api-key" not in details[1].raw
+
+
+# -- Amazon SES through SNS --------------------------------------------------------------------
+
+SNS_CERT_URL = "https://sns.eu-west-1.amazonaws.com/SimpleNotificationService-6aad65c2f9911b05cd53efda11f913f9.pem"
+TOPIC_ARN = "arn:aws:sns:eu-west-1:123456789012:ses-events"
+
+
+@dataclass
+class FakeSns:
+    """SNS's signing certificate, served to Herald's fetch, and the URLs Herald fetched."""
+
+    key: rsa.RSAPrivateKey
+    pem: bytes
+    fetched: list[str]
+
+    async def fetch(self, url: str) -> bytes:
+        self.fetched.append(url)
+        return self.pem if url.endswith(".pem") else b"<ConfirmSubscriptionResponse/>"
+
+    def sign(self, message: dict[str, Any], version: str = "1") -> dict[str, Any]:
+        """Signed as SNS signs: each signed field's name and value on their own lines, RSA with SHA1 (v1) or SHA256."""
+        fields = (
+            ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type")
+            if message["Type"] == "Notification"
+            else ("Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type")
+        )
+        content = "".join(f"{name}\n{message[name]}\n" for name in fields if name in message).encode()
+        algorithm = hashes.SHA1() if version == "1" else hashes.SHA256()
+        signed = self.key.sign(content, padding.PKCS1v15(), algorithm)
+        return {
+            **message,
+            "SignatureVersion": version,
+            "Signature": base64.b64encode(signed).decode(),
+            "SigningCertURL": SNS_CERT_URL,
+        }
+
+
+@pytest.fixture
+def sns(app: FastAPI) -> Any:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "sns.amazonaws.com")])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(days=1))
+        .not_valid_after(now + timedelta(days=30))
+        .sign(key, hashes.SHA256())
+    )
+    fake = FakeSns(key, certificate.public_bytes(serialization.Encoding.PEM), [])
+    ses_events._certificates.clear()
+    previous = getattr(app.state, "provider_fetch", None)
+    app.state.provider_fetch = fake.fetch
+    yield fake
+    app.state.provider_fetch = previous
+    ses_events._certificates.clear()
+
+
+def sns_notification(ses_event: dict[str, Any], timestamp: datetime | None = None) -> dict[str, Any]:
+    return {
+        "Type": "Notification",
+        "MessageId": "22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324",
+        "TopicArn": TOPIC_ARN,
+        "Message": json.dumps(ses_event),
+        "Timestamp": isoformat(timestamp or datetime.now(UTC)),
+        "UnsubscribeURL": "https://sns.eu-west-1.amazonaws.com/?Action=Unsubscribe",
+    }
+
+
+def ses_event(message_id: str, kind: str, **section: Any) -> dict[str, Any]:
+    """An SES event as a configuration set publishes it (SES's documentation's samples)."""
+    return {
+        "eventType": kind,
+        "mail": {
+            "timestamp": "2026-01-02T03:04:00.000Z",
+            "source": "sender@example.com",
+            "sendingAccountId": "123456789012",
+            "messageId": message_id,
+            "destination": ["ada@example.com"],
+            "headersTruncated": False,
+        },
+        **section,
+    }
+
+
+async def post_sns(anonymous: httpx.AsyncClient, path: str, message: dict[str, Any]) -> httpx.Response:
+    # SNS posts JSON as text/plain, with the message's type in a header.
+    return await anonymous.post(
+        path,
+        content=json.dumps(message).encode(),
+        headers={"Content-Type": "text/plain; charset=UTF-8", "x-amz-sns-message-type": message["Type"]},
+    )
+
+
+async def test_ses_events_through_sns_are_taken_only_signed_by_sns(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient, sns: FakeSns
+) -> None:
+    message_id = "010701234567890a-1234abcd-5678-90ef-1234-567890abcdef-000000"
+    setup = await set_up(api, app, tenancy, "ses", message_id)
+    bounce = ses_event(
+        message_id,
+        "Bounce",
+        bounce={
+            "bounceType": "Permanent",
+            "bounceSubType": "General",
+            "bouncedRecipients": [
+                {
+                    "emailAddress": "ada@example.com",
+                    "action": "failed",
+                    "status": "5.1.1",
+                    "diagnosticCode": "smtp; 550 5.1.1 user unknown",
+                }
+            ],
+            "timestamp": "2026-01-02T03:04:05.000Z",
+            "feedbackId": "0102015f-1234",
+        },
+    )
+    signed = sns.sign(sns_notification(bounce))
+    unsigned = {key: value for key, value in signed.items() if key != "Signature"}
+    other = FakeSns(rsa.generate_private_key(public_exponent=65537, key_size=2048), b"", [])
+    elsewhere = {**signed, "SigningCertURL": "https://attacker.example.com/sns.pem"}
+    changed = {**signed, "Message": json.dumps(ses_event(message_id, "Delivery"))}
+    replayed = sns.sign(sns_notification(bounce, datetime.now(UTC) - timedelta(hours=2)))
+    for message in (unsigned, other.sign(sns_notification(bounce)), elsewhere, changed, replayed):
+        assert_error(await post_sns(anonymous, setup.path, message), 401)
+    await assert_unchanged(app, setup.message)
+    assert "https://attacker.example.com/sns.pem" not in sns.fetched
+
+    found = results(await post_sns(anonymous, setup.path, signed))
+    assert [(r.id, r.event.status) for r in found] == [(message_id, "bounced")]
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "bounced" and "user unknown" in (after.error_text or "")
+    assert isoformat(after.delivery_status_at) == "2026-01-02T03:04:05.000Z"
+    assert [(d.status, d.provider_id) for d in details] == [("Failed", "ses")]
+    # Signature version 2 (SHA256), and the certificate fetched once.
+    results(
+        await post_sns(
+            anonymous,
+            setup.path,
+            sns.sign(
+                sns_notification(
+                    ses_event(message_id, "Complaint", complaint={"timestamp": "2026-01-02T03:05:00.000Z"})
+                ),
+                version="2",
+            ),
+        )
+    )
+    after, _ = await stored(app, setup.message.id)
+    assert after.delivery_status == "complained"
+    assert sns.fetched == [SNS_CERT_URL]
+
+
+async def test_an_sns_subscription_is_confirmed_only_when_signed_by_sns(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient, sns: FakeSns
+) -> None:
+    setup = await set_up(api, app, tenancy, "ses", "ses-subscription")
+    subscribe_url = (
+        "https://sns.eu-west-1.amazonaws.com/?Action=ConfirmSubscription&TopicArn=" + TOPIC_ARN + "&Token=2336412f37"
+    )
+    confirmation = {
+        "Type": "SubscriptionConfirmation",
+        "MessageId": "165545c9-2a5c-472c-8df2-7ff2be2b3b1b",
+        "Token": "2336412f37",
+        "TopicArn": TOPIC_ARN,
+        "Message": f"You have chosen to subscribe to the topic {TOPIC_ARN}.",
+        "SubscribeURL": subscribe_url,
+        "Timestamp": isoformat(datetime.now(UTC)),
+    }
+    forged = {**sns.sign(confirmation), "SubscribeURL": "https://sns.eu-west-1.amazonaws.com/?Action=Other"}
+    assert_error(await post_sns(anonymous, setup.path, forged), 401)
+    assert subscribe_url not in sns.fetched and not any("Action=Other" in url for url in sns.fetched)
+
+    assert results(await post_sns(anonymous, setup.path, sns.sign(confirmation))) == []
+    assert sns.fetched[-1] == subscribe_url

@@ -33,6 +33,10 @@ from herald.kit.errors import error_body
 
 METHODS_WITH_BODY = {"POST", "PUT", "PATCH", "DELETE"}
 LARGE_BODY_PREFIXES = ("/v1/events", "/v1/subscribers/bulk")
+# Providers' delivery webhooks (herald/deliveries/inbound.py): SendGrid posts its events
+# in batches of up to 768 KB, more than other routes take, and they cannot be split.
+PROVIDER_WEBHOOK_PREFIX = "/webhooks/"
+PROVIDER_WEBHOOK_MAX_BYTES = 1024 * 1024
 # ``\u0000`` preceded by an even number of backslashes (so not ``\\u0000``, an escaped backslash).
 _JSON_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000", re.IGNORECASE)
 NUL_MESSAGE = "The request contains a NUL character (\\u0000), which cannot be stored"
@@ -118,7 +122,11 @@ class RequestGuardMiddleware:
         self.max_event_bytes = max_event_bytes
 
     def limit_for(self, path: str) -> int:
-        return self.max_event_bytes if path.startswith(LARGE_BODY_PREFIXES) else self.max_bytes
+        if path.startswith(LARGE_BODY_PREFIXES):
+            return self.max_event_bytes
+        if path.startswith(PROVIDER_WEBHOOK_PREFIX):
+            return max(self.max_bytes, PROVIDER_WEBHOOK_MAX_BYTES)
+        return self.max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -1127,3 +1127,26 @@ async def test_an_sns_subscription_is_confirmed_only_when_signed_by_sns(
 
     assert results(await post_sns(anonymous, setup.path, sns.sign(confirmation))) == []
     assert sns.fetched[-1] == subscribe_url
+
+
+async def test_a_sendgrid_batch_larger_than_other_routes_take_is_recorded(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    """SendGrid posts up to 768 KB at once; events of mail Herald did not send fill most of this one."""
+    setup = await set_up(api, app, tenancy, "sendgrid", "sg-batch")
+    filler = [
+        {
+            "email": f"someone{i}@example.com",
+            "timestamp": 1767323045,
+            "event": "delivered",
+            "sg_message_id": f"elsewhere{i}.filter.1.0",
+            "response": "250 OK " + "x" * 200,
+        }
+        for i in range(2000)
+    ]
+    body = [*filler, {"event": "delivered", "sg_message_id": "sg-batch.filter.1.0", "timestamp": 1767323045}]
+    assert 500_000 < len(json.dumps(body)) < 768 * 1024
+    found = results(await anonymous.post(setup.path, json=body))
+    assert [r.id for r in found] == ["sg-batch"]
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "delivered" and len(details) == 1

@@ -27,7 +27,7 @@ from herald.kit.errors import BadRequestError, NotFoundError, ServiceUnavailable
 from herald.kit.outbound import OutboundPolicy, OutboundRefused
 from herald.providers.email import mailgun_events, postmark_events, resend_events, sendgrid_events, ses_events
 from herald.providers.http import create_http_client
-from herald.providers.inbound import EventReader, InboundIntegration, InboundRequest  # noqa: F401  (InboundRequest: the routes build it)
+from herald.providers.inbound import EventReader, InboundIntegration, InboundRequest
 from herald.providers.sms import plivo_events, telnyx_events, twilio_events, vonage_events
 
 CHANNELS = ("email", "sms")

@@ -1,11 +1,12 @@
-"""Provider webhook bodies read into :class:`DeliveryEvent`, the one form the recording takes.
+"""Bodies of ``POST /v2/inbound-webhooks/delivery-providers/...`` read into :class:`DeliveryEvent`.
 
-A provider whose webhooks have a shape of their own gets a parser here,
-registered under its ``providerId`` in ``PARSERS`` (with whatever check of the
-provider's signature it needs, done before the body is trusted). Every other
-integration's webhooks are read by :func:`parse_generic`, the form a caller
-writes by hand (novu-py's ``activity.track`` sends any object): one event, or
-``{"events": [...]}``, each naming the message, the status and when.
+That route is called with an API key, in the generic form a caller writes by
+hand (novu-py's ``activity.track`` sends any object): one event, or
+``{"events": [...]}``, each naming the message, the status and when; it is
+read by :func:`parse_generic` unless a parser is registered under the
+integration's ``providerId`` in ``PARSERS``. A provider's own webhook, in its
+own format and signed its own way, is read by its reader beside its sender
+(``herald/providers/<channel>/<provider>_events.py``, herald/deliveries/inbound.py).
 """
 
 from __future__ import annotations

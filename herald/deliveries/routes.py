@@ -12,6 +12,7 @@ from herald.kit.auth import PrincipalDep
 from herald.kit.db import SessionDep
 from herald.kit.outbound import OutboundPolicy
 from herald.kit.schemas import ERROR_RESPONSES, DataResponse
+from herald.providers.inbound import InboundRequest
 
 inbound_router = APIRouter(prefix="/v2/inbound-webhooks", tags=["Activity"], responses=ERROR_RESPONSES)
 details_router = APIRouter(prefix="/v1/execution-details", tags=["Execution Details"], responses=ERROR_RESPONSES)
@@ -93,7 +94,7 @@ async def receive_provider_webhook(
     ``configurations.inboundWebhookEnabled``; the provider's signature is
     checked as docs/delivery.md says, and a request that fails it changes nothing.
     """
-    arrived = inbound.InboundRequest(
+    arrived = InboundRequest(
         url=signed_url(request),
         headers={name.lower(): value for name, value in request.headers.items()},
         body=await request.body(),

@@ -146,6 +146,8 @@ async def record_delivery_events(
         if event.reference not in by_reference:
             raise NotFoundError(f"Message with id {event.reference} not found")
     results = []
+    # Each message whose delivery status the batch moved, and to what.
+    reached: list[tuple[Message, str]] = []
     for event in events:
         message = by_reference[event.reference]
         repository.add_detail(
@@ -164,12 +166,13 @@ async def record_delivery_events(
                 raw=event.raw,
             )
         )
+        before = message.delivery_status
         _apply(message, integration.provider_id, event)
+        if message.delivery_status != before:
+            reached.append((message, message.delivery_status or ""))
         results.append(_result(event, message))
     await session.flush()
-    await hand_on_delivery_events(
-        session, integration.environment_id, [(by_reference[event.reference], event) for event in events]
-    )
+    await hand_on_delivery_events(session, integration.environment_id, reached)
     return results
 
 
@@ -178,22 +181,25 @@ OUTBOUND_EVENTS = {"delivered": "message.delivered", "bounced": "message.bounced
 
 
 async def hand_on_delivery_events(
-    session: AsyncSession, environment_id: str, recorded: Sequence[tuple[Message, DeliveryEvent]]
+    session: AsyncSession, environment_id: str, reached: Sequence[tuple[Message, str]]
 ) -> None:
     """The one place recorded deliveries and bounces are handed on to the application's webhooks.
 
-    ``herald.webhooks.events.emit_for_messages`` sends ``message.delivered`` and
-    ``message.bounced`` to the environment's endpoints, in this transaction
-    (so an event is sent only if its record is kept). Where that module is not
-    part of this install, there is nothing to hand on to.
+    ``reached`` is each message whose delivery status just moved, with the
+    status it moved to: a provider reporting the same delivery again (a retry)
+    moves nothing and is not handed on twice. ``herald.webhooks.events.emit_for_messages``
+    sends ``message.delivered`` and ``message.bounced`` to the environment's
+    endpoints, in this transaction (so an event is sent only if its record is
+    kept). Where that module is not part of this install, there is nothing to
+    hand on to.
     """
     try:
         from herald.webhooks.events import emit_for_messages  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return
     by_event: dict[str, list[str]] = {}
-    for message, event in recorded:
-        outbound = OUTBOUND_EVENTS.get(DELIVERY_STATUS.get(event.status, ""))
+    for message, delivery_status in reached:
+        outbound = OUTBOUND_EVENTS.get(delivery_status)
         if outbound is not None and message.id not in by_event.get(outbound, []):
             by_event.setdefault(outbound, []).append(message.id)
     for outbound, message_ids in by_event.items():

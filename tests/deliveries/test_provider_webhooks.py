@@ -724,6 +724,9 @@ async def test_deliveries_and_bounces_are_handed_on_to_the_outbound_webhooks(
         (tenancy.environment_id, "message.delivered", [delivered.message.id, bounced_message.id]),
         (tenancy.environment_id, "message.bounced", [bounced_message.id]),
     ]
+    # The provider sending the batch again (a retry) moves no status: nothing is handed on twice.
+    results(await anonymous.post(delivered.path, json=body))
+    assert len(calls) == 2
 
 
 # -- Telnyx ------------------------------------------------------------------------------------

@@ -30,7 +30,10 @@ from fastapi import FastAPI
 from novu_py.models import MessageResponseDto, WebhookResultDto
 from sqlalchemy import select
 
+from herald.deliveries.inbound import ProviderFetch
+from herald.kit.errors import ServiceUnavailableError
 from herald.kit.ids import new_id
+from herald.kit.outbound import OutboundPolicy
 from herald.kit.time import isoformat
 from herald.models import ExecutionDetail, Message
 from herald.providers.email import ses_events
@@ -1153,3 +1156,15 @@ async def test_a_sendgrid_batch_larger_than_other_routes_take_is_recorded(
     assert [r.id for r in found] == ["sg-batch"]
     after, details = await stored(app, setup.message.id)
     assert after.delivery_status == "delivered" and len(details) == 1
+
+
+async def test_reaching_back_to_a_provider_goes_through_the_outbound_policy() -> None:
+    """SNS's certificate is fetched under the outbound policy: an internal address is refused (503, SNS retries)."""
+    fetch = ProviderFetch(OutboundPolicy())
+    try:
+        with pytest.raises(ServiceUnavailableError) as refused:
+            await fetch("http://127.0.0.1:9/SimpleNotificationService.pem")
+        assert "OutboundRefused" in refused.value.message
+    finally:
+        if fetch.client is not None:
+            await fetch.client.aclose()

@@ -1,7 +1,7 @@
 """a message's delivery status, as its provider reports it
 
 Revision ID: 0019
-Revises: 0009
+Revises: 0018
 Create Date: 2026-11-25
 
 A message's ``status`` says what Herald did (sent to the provider, or failed
@@ -18,7 +18,7 @@ from alembic import op
 import herald.models.base
 
 revision = '0019'
-down_revision = '0009'
+down_revision = '0018'
 branch_labels = None
 depends_on = None
 

@@ -28,6 +28,7 @@ from herald.kit.time import isoformat
 from herald.models import ExecutionDetail, Integration, Message, Notification
 from herald.notifications.repository import NotificationRepository
 from herald.subscribers.repository import SubscriberRepository
+from herald.webhooks.events import emit_for_messages
 
 WEBHOOK_SOURCE = "Webhook"
 # The provider says the message did not (and will not) reach the recipient.
@@ -190,13 +191,8 @@ async def hand_on_delivery_events(
     moves nothing and is not handed on twice. ``herald.webhooks.events.emit_for_messages``
     sends ``message.delivered`` and ``message.bounced`` to the environment's
     endpoints, in this transaction (so an event is sent only if its record is
-    kept). Where that module is not part of this install, there is nothing to
-    hand on to.
+    kept).
     """
-    try:
-        from herald.webhooks.events import emit_for_messages  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return
     by_event: dict[str, list[str]] = {}
     for message, delivery_status in reached:
         outbound = OUTBOUND_EVENTS.get(delivery_status)

@@ -13,9 +13,7 @@ import base64
 import hashlib
 import hmac
 import json
-import sys
 import time
-import types
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,8 +33,9 @@ from herald.kit.errors import ServiceUnavailableError
 from herald.kit.ids import new_id
 from herald.kit.outbound import OutboundPolicy
 from herald.kit.time import isoformat
-from herald.models import ExecutionDetail, Message
+from herald.models import ExecutionDetail, Job, Message
 from herald.providers.email import ses_events
+from herald.webhooks.events import LISTENING
 from tests.conftest import BASE_URL, Tenancy, assert_error
 from tests.fixtures.builders import create_integration, create_subscriber, insert_in_app_message
 
@@ -697,19 +696,19 @@ async def test_deliveries_and_bounces_are_handed_on_to_the_outbound_webhooks(
     app: FastAPI,
     tenancy: Tenancy,
     anonymous: httpx.AsyncClient,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``herald.webhooks.events.emit_for_messages`` hears of each delivered and bounced message, once a batch."""
-    calls: list[tuple[str, str, list[str]]] = []
+    """Each delivered and bounced message is queued to the application's endpoint once (herald/webhooks)."""
+    LISTENING.forget(tenancy.environment_id)
+    endpoint = await api.post(
+        "/v1/webhooks/endpoints", json={"url": "https://app.example.com/hooks", "eventTypes": ["message.delivered", "message.bounced"]}
+    )
+    assert endpoint.status_code == 201, endpoint.text
 
-    async def emit_for_messages(session: Any, environment_id: str, event_type: str, message_ids: list[str]) -> int:
-        calls.append((environment_id, event_type, list(message_ids)))
-        return len(message_ids)
-
-    events_module = types.ModuleType("herald.webhooks.events")
-    events_module.emit_for_messages = emit_for_messages  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "herald.webhooks", types.ModuleType("herald.webhooks"))
-    monkeypatch.setitem(sys.modules, "herald.webhooks.events", events_module)
+    async def queued() -> list[tuple[str, str]]:
+        async with app.state.sessionmaker() as session:
+            jobs = (await session.execute(select(Job).where(Job.kind == "webhook", Job.environment_id == tenancy.environment_id))).scalars()
+            events = [json.loads(job.data["body"]) for job in jobs]
+        return sorted((event["type"], event["data"]["messageId"]) for event in events)
 
     delivered = await set_up(api, app, tenancy, "sendgrid", "sg-handed-1")
     bounced = await create_subscriber(api)
@@ -723,13 +722,13 @@ async def test_deliveries_and_bounces_are_handed_on_to_the_outbound_webhooks(
         {"event": "bounce", "sg_message_id": "sg-handed-2.f.1.0", "timestamp": 1767323047, "reason": "550"},
     ]
     results(await anonymous.post(delivered.path, json=body))
-    assert calls == [
-        (tenancy.environment_id, "message.delivered", [delivered.message.id, bounced_message.id]),
-        (tenancy.environment_id, "message.bounced", [bounced_message.id]),
-    ]
+    expected = sorted(
+        [("message.delivered", delivered.message.id), ("message.delivered", bounced_message.id), ("message.bounced", bounced_message.id)]
+    )
+    assert await queued() == expected
     # The provider sending the batch again (a retry) moves no status: nothing is handed on twice.
     results(await anonymous.post(delivered.path, json=body))
-    assert len(calls) == 2
+    assert await queued() == expected
 
 
 # -- Telnyx ------------------------------------------------------------------------------------

@@ -171,14 +171,9 @@ class ThrottleDynamicMetadata(_Strict):
     throttleKey: str | None = Field(default=None, description="Payload path whose value is counted apart")
 
 
-StepMetadata = (
-    DigestRegularMetadata
-    | DigestTimedMetadata
-    | DelayRegularMetadata
-    | DelayScheduledMetadata
-    | ThrottleFixedMetadata
-    | ThrottleDynamicMetadata
-)
+# The spec's four kinds: the OpenAPI document shows these. A throttle step's metadata (ThrottleFixedMetadata,
+# ThrottleDynamicMetadata) is checked by the service as the others are (docs/delivery.md#throttle).
+StepMetadata = DigestRegularMetadata | DigestTimedMetadata | DelayRegularMetadata | DelayScheduledMetadata
 
 
 class DocumentedAs:

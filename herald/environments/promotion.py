@@ -10,9 +10,13 @@ A kind (:class:`PromotableKind`) says four things about its resource:
 * ``name``: Herald's name of the kind (``"workflow"``), and ``resource_type``:
   the ``resourceType`` written in answers. novu-py 3.19 checks that field
   against ``REGULAR | ECHO | BRIDGE`` (its generated enum took the name of
-  another of Novu's enums), so the workflow kind answers ``REGULAR``; a kind
-  whose value the SDK does not know makes the SDK refuse the whole answer. A
-  request's ``resourceType`` may name a kind by either.
+  another of Novu's enums, the type of a workflow or a layout), so every kind
+  answers ``REGULAR``: a workflow's and a layout's own type in Novu's answers,
+  and a translation is of a regular workflow. A kind whose value the SDK does
+  not know would make the SDK refuse the whole answer. A request's
+  ``resourceType`` may name a kind by its name, one of its ``aliases`` (Novu's
+  own names: ``layout``, ``localization_group``), or the answered value, which
+  names every kind answered so (the ``resourceId`` then tells them apart).
 * ``items(session, environment)``: the environment's items by a **stable key**,
   the same in every environment (a workflow's trigger identifier, a layout's
   identifier, a translation's locale and target), each as a
@@ -25,7 +29,9 @@ A kind (:class:`PromotableKind`) says four things about its resource:
 * ``remove(session, existing, target)``: take the target's item away (it is no
   longer in the source).
 
-A kind may also have ``part_changes(source, target)``: the changes of an
+A kind may also have ``order`` (publish applies kinds in ascending order: layouts
+before workflows, as a workflow's email step names its layout by key; translations
+after workflows) and ``part_changes(source, target)``: the changes of an
 item's parts (a workflow's steps) as :class:`PartChange`, listed in the diff
 after the item's own change (Novu lists a workflow's steps so).
 
@@ -47,8 +53,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from herald.environments.repository import EnvironmentRepository
 from herald.kit.errors import HeraldError
 from herald.kit.time import utcnow
-from herald.models import Environment, NotificationGroup, Workflow
+from herald.layouts.service import copy_layout, layouts_by_key, remove_layout
+from herald.models import Environment, Layout, NotificationGroup, Workflow
 from herald.organizations.service import DEFAULT_GROUP_NAME
+from herald.translations.service import TranslationRecord, copy_translation, list_translations, remove_translation
 
 
 @dataclass
@@ -101,15 +109,17 @@ def register(kind: PromotableKind) -> PromotableKind:
 
 
 def kinds() -> list[PromotableKind]:
-    return list(_KINDS.values())
+    """The kinds in publishing order (``order``, then registration)."""
+    return sorted(_KINDS.values(), key=lambda kind: getattr(kind, "order", 100))
 
 
-def kind_named(name: str) -> PromotableKind | None:
-    """The kind a request names, by Herald's name or by the resourceType answered."""
-    for kind in _KINDS.values():
-        if name in (kind.name, kind.resource_type) or name.lower() == kind.name:
-            return kind
-    return None
+def kinds_named(name: str) -> list[PromotableKind]:
+    """The kinds a request names: by Herald's name or an alias (one kind), or by the resourceType answered (all so answered)."""
+    lowered = name.lower()
+    for kind in kinds():
+        if lowered == kind.name or lowered in getattr(kind, "aliases", ()):
+            return [kind]
+    return [kind for kind in kinds() if name == kind.resource_type]
 
 
 @dataclass
@@ -217,6 +227,7 @@ class WorkflowKind:
 
     name = "workflow"
     resource_type = "REGULAR"
+    order = 20
 
     async def items(self, session: AsyncSession, environment: Environment) -> dict[str, PromotableItem]:
         repository = EnvironmentRepository(session)
@@ -294,6 +305,7 @@ class WorkflowKind:
             "preferenceSettings": dict(workflow.preference_settings or {}),
             "data": workflow.data,
             "notificationGroup": group_name,
+            "isTranslationEnabled": workflow.is_translation_enabled,
             "steps": [_without_ids(step) for step in workflow.steps or []],
         }
 
@@ -335,6 +347,7 @@ class WorkflowKind:
         workflow.active = source.active
         workflow.draft = source.draft
         workflow.critical = source.critical
+        workflow.is_translation_enabled = source.is_translation_enabled
         workflow.severity = source.severity
         workflow.tags = list(source.tags or [])
         workflow.preference_settings = dict(source.preference_settings or {})
@@ -356,3 +369,103 @@ class WorkflowKind:
 
 
 register(WorkflowKind())
+
+
+# --------------------------------------------------------------------------- layouts
+
+
+class LayoutKind:
+    """Layouts, keyed by identifier (Novu's ``layoutId``, what an email step names).
+
+    Published before workflows, so a workflow that names a new layout finds it
+    in the target. Being its environment's default is compared and promoted:
+    a source default becomes the target's default (herald.layouts.service.copy_layout).
+    """
+
+    name = "layout"
+    aliases = ("layouts",)
+    resource_type = "REGULAR"
+    order = 10
+
+    async def items(self, session: AsyncSession, environment: Environment) -> dict[str, PromotableItem]:
+        return {
+            key: PromotableItem(
+                key=key,
+                id=layout.id,
+                name=layout.name,
+                content=self._content(layout),
+                updated_at=layout.updated_at,
+                row=layout,
+            )
+            for key, layout in (await layouts_by_key(session, environment.id)).items()
+        }
+
+    @staticmethod
+    def _content(layout: Layout) -> dict[str, Any]:
+        return {
+            "layoutId": layout.identifier,
+            "name": layout.name,
+            "description": layout.description or "",
+            "content": layout.content,
+            "editorType": layout.editor_type,
+            "variables": list(layout.variables or []),
+            "isDefault": layout.is_default,
+            "isTranslationEnabled": layout.is_translation_enabled,
+        }
+
+    async def copy(
+        self, session: AsyncSession, item: PromotableItem, target: Environment, existing: PromotableItem | None
+    ) -> None:
+        await copy_layout(session, item.row, target.id, target.organization_id)
+
+    async def remove(self, session: AsyncSession, existing: PromotableItem, target: Environment) -> None:
+        await remove_layout(session, target.id, existing.row)
+
+
+# --------------------------------------------------------------------------- translations
+
+
+class TranslationKind:
+    """A workflow's translation into one locale, keyed by ``workflowId:locale``.
+
+    A translation names its workflow by trigger identifier, the same in every
+    environment. Published after workflows, so it lands with (or after) its
+    workflow. Translations of a layout name the layout by its id, which differs
+    between environments, so they are not promoted.
+    """
+
+    name = "translation"
+    aliases = ("translations", "localization_group")
+    resource_type = "REGULAR"
+    order = 30
+
+    async def items(self, session: AsyncSession, environment: Environment) -> dict[str, PromotableItem]:
+        items = {}
+        for record in await list_translations(session, environment.id):
+            if record.resource_type != "workflow":
+                continue
+            key = f"{record.resource_id}:{record.locale}"
+            items[key] = PromotableItem(
+                key=key,
+                id=record.id,
+                name=f"{record.resource_id} ({record.locale})",
+                content={"workflowId": record.resource_id, "locale": record.locale, "content": record.content},
+                updated_at=record.updated_at,
+                row=record,
+            )
+        return items
+
+    async def copy(
+        self, session: AsyncSession, item: PromotableItem, target: Environment, existing: PromotableItem | None
+    ) -> None:
+        record: TranslationRecord = item.row
+        await copy_translation(
+            session, record, target_environment_id=target.id, organization_id=target.organization_id
+        )
+
+    async def remove(self, session: AsyncSession, existing: PromotableItem, target: Environment) -> None:
+        await remove_translation(session, target.id, existing.row)
+
+
+register(LayoutKind())
+register(TranslationKind())

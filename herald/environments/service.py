@@ -241,10 +241,10 @@ async def publish(
     if request.resources is not None:
         chosen = []
         for wanted in request.resources:
-            kind = promotion.kind_named(wanted.resourceType)
-            if kind is None:
+            named = promotion.kinds_named(wanted.resourceType)
+            if not named:
                 raise BadRequestError(f"Unknown resourceType {wanted.resourceType}")
-            found = [c for c in changes if c.kind is kind and c.named_by(wanted.resourceId)]
+            found = [c for c in changes if c.kind in named and c.named_by(wanted.resourceId)]
             if not found:
                 raise NotFoundError(f"Resource {wanted.resourceId} of type {wanted.resourceType} not found")
             chosen += [c for c in found if c not in chosen]
@@ -253,7 +253,8 @@ async def publish(
     results = []
     for kind in promotion.kinds():
         mine = [o for o in outcomes if o.change.kind is kind]
-        if not mine and request.resources is not None:
+        # Workflows are always answered (as Novu does); another kind only when it had something to publish.
+        if not mine and (request.resources is not None or kind.name != "workflow"):
             continue
 
         results.append(

@@ -438,3 +438,12 @@ async def copy_layout(
         await repository.make_default(target_environment_id, target)
     layout_cache.invalidate_after_commit(session, target_environment_id)
     return CopiedLayout(layout=target, created=created)
+
+
+async def remove_layout(session: AsyncSession, environment_id: str, layout: Layout) -> None:
+    """Deletes an environment's layout for promotion (it is gone from the source), as the v2 delete does.
+
+    Emails that named it are sent without it from then on. Does not commit.
+    """
+    await LayoutRepository(session).remove(environment_id, layout)
+    _changed(session, environment_id)

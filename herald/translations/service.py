@@ -499,6 +499,8 @@ class TranslationRecord:
     locale: str
     content: dict[str, Any]
     updated_at: datetime
+    # The row's own id in its environment (differs between environments; never part of the key).
+    id: str = ""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -513,7 +515,9 @@ async def list_translations(session: AsyncSession, environment_id: str) -> list[
     """
     rows = await TranslationRepository(session).all(environment_id)
     return [
-        TranslationRecord(row.resource_type, row.resource_id, row.locale, dict(row.content or {}), row.updated_at)
+        TranslationRecord(
+            row.resource_type, row.resource_id, row.locale, dict(row.content or {}), row.updated_at, row.id
+        )
         for row in rows
     ]
 
@@ -552,3 +556,28 @@ async def copy_translations(
         )
         written.append(record.key)
     return written
+
+
+async def copy_translation(
+    session: AsyncSession, record: TranslationRecord, *, target_environment_id: str, organization_id: str
+) -> None:
+    """Copies one translation (one resource's locale) into the target environment under the same key.
+
+    For environment promotion of a single item; the same contract as :func:`copy_translations`.
+    """
+    await TranslationRepository(session).put(
+        environment_id=target_environment_id,
+        organization_id=organization_id,
+        resource_type=record.resource_type,
+        resource_id=record.resource_id,
+        locale=record.locale,
+        content=record.content,
+    )
+
+
+async def remove_translation(session: AsyncSession, environment_id: str, record: TranslationRecord) -> None:
+    """Deletes the environment's translation of ``record``'s key (promotion: it is gone from the source)."""
+    repository = TranslationRepository(session)
+    row = await repository.get(environment_id, record.resource_type, record.resource_id, record.locale)
+    if row is not None:
+        await repository.delete(row)

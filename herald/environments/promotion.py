@@ -459,9 +459,7 @@ class TranslationKind:
         self, session: AsyncSession, item: PromotableItem, target: Environment, existing: PromotableItem | None
     ) -> None:
         record: TranslationRecord = item.row
-        await copy_translation(
-            session, record, target_environment_id=target.id, organization_id=target.organization_id
-        )
+        await copy_translation(session, record, target_environment_id=target.id, organization_id=target.organization_id)
 
     async def remove(self, session: AsyncSession, existing: PromotableItem, target: Environment) -> None:
         await remove_translation(session, target.id, existing.row)

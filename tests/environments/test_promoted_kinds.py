@@ -53,9 +53,7 @@ async def _publish(api: httpx.AsyncClient, prod: str, body: dict[str, Any] | Non
 
 def _actions(diff: dict[str, Any]) -> dict[str, str]:
     """Each resource's name (source's, else target's) and its own change's action."""
-    return {
-        (r["sourceResource"] or r["targetResource"])["name"]: r["changes"][0]["action"] for r in diff["resources"]
-    }
+    return {(r["sourceResource"] or r["targetResource"])["name"]: r["changes"][0]["action"] for r in diff["resources"]}
 
 
 async def _production_layouts(production_api: httpx.AsyncClient) -> dict[str, dict[str, Any]]:

@@ -11,6 +11,17 @@ from tests.fixtures.builders import create_workflow, unique
 from tests.sdk.operations.conftest import call
 
 
+async def _layout(api: httpx.AsyncClient) -> str:
+    layout_id = unique("layout")
+    assert (await api.post("/v2/layouts", json={"layoutId": layout_id, "name": "Brand"})).status_code == 201
+    return layout_id
+
+
+async def _translate(api: httpx.AsyncClient, identifier: str) -> None:
+    body = {"resourceId": identifier, "resourceType": "workflow", "locale": "fr_FR", "content": {"hi": "Salut"}}
+    assert (await api.post("/v2/translations", json=body)).status_code == 200
+
+
 async def test_environments_list(novu: Novu, tenancy: Tenancy) -> None:
     listed = await call(lambda: novu.environments.list().result)
     by_name = {env.name: env for env in listed}
@@ -71,6 +82,8 @@ async def test_environments_get_tags(novu: Novu, api: httpx.AsyncClient, tenancy
 
 async def test_environments_diff(novu: Novu, api: httpx.AsyncClient, tenancy: Tenancy) -> None:
     workflow = await create_workflow(api, name=unique("diffed"))
+    layout_id = await _layout(api)
+    await _translate(api, workflow["triggers"][0]["identifier"])
     diff = await call(
         lambda: (
             novu.environments.diff(
@@ -80,10 +93,18 @@ async def test_environments_diff(novu: Novu, api: httpx.AsyncClient, tenancy: Te
     )
     assert diff.source_environment_id == tenancy.environment_id
     assert diff.target_environment_id == tenancy.production_environment_id
-    assert diff.summary.has_changes and diff.summary.total_changes == 1
-    (resource,) = diff.resources
-    assert resource.changes[0].action == models.DiffActionEnum.ADDED
-    assert resource.source_resource is not None and resource.source_resource.id == workflow["_id"]
+    assert diff.summary.has_changes and diff.summary.total_changes == 3
+    # The layout, the workflow, the workflow's French translation: all read by the SDK as REGULAR.
+    assert [r.resource_type for r in diff.resources] == [models.ResourceTypeEnum.REGULAR] * 3
+    assert all(r.changes[0].action == models.DiffActionEnum.ADDED for r in diff.resources)
+    assert [r.source_resource.name for r in diff.resources if r.source_resource is not None] == [
+        "Brand",
+        workflow["name"],
+        f"{workflow['triggers'][0]['identifier']} (fr_FR)",
+    ]
+    assert diff.resources[1].source_resource is not None and diff.resources[1].source_resource.id == workflow["_id"]
+    assert diff.resources[0].changes[0].diffs is not None
+    assert (diff.resources[0].changes[0].diffs.new or {})["layoutId"] == layout_id
 
 
 async def test_environments_publish(
@@ -114,3 +135,20 @@ async def test_environments_publish(
     ]
     listed = (await production_api.get("/v1/workflows")).json()["data"]
     assert [w["triggers"][0]["identifier"] for w in listed] == [identifier]
+    # A layout chosen through the SDK: its resourceType is REGULAR, its id tells it from the workflows.
+    layout_id = await _layout(api)
+    layout = (await api.get(f"/v2/layouts/{layout_id}")).json()["data"]
+    chosen = await call(
+        lambda: (
+            novu.environments.publish(
+                target_environment_id=tenancy.production_environment_id,
+                publish_environment_request_dto={
+                    "resources": [{"resource_type": "REGULAR", "resource_id": layout["_id"]}]
+                },
+            ).result
+        )
+    )
+    assert [(s.resource_name, s.action) for r in chosen.results for s in r.successful] == [
+        ("Brand", models.SyncActionEnum.CREATED)
+    ]
+    assert (await production_api.get(f"/v2/layouts/{layout_id}")).status_code == 200

@@ -19,7 +19,7 @@ A kind (:class:`PromotableKind`) says four things about its resource:
   names every kind answered so (the ``resourceId`` then tells them apart).
 * ``items(session, environment)``: the environment's items by a **stable key**,
   the same in every environment (a workflow's trigger identifier, a layout's
-  identifier, a translation's locale and target), each as a
+  identifier, a translation's workflow identifier and locale), each as a
   :class:`PromotableItem` whose ``content`` is what is compared: two items with
   equal content are unchanged. Content is plain JSON (it is also answered as
   the diff's previous and new state), without ids or times that differ between

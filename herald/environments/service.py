@@ -232,8 +232,10 @@ async def publish(
 ) -> PublishEnvironmentResponse:
     """Copy the source's changes into the target: all of them, or the ``resources`` named.
 
-    A resource is named by its kind (``resourceType``) and its id in either
-    environment or its key (a workflow's trigger identifier). A name that
+    A resource is named by its kind (``resourceType``: a kind's name, or the
+    answered ``REGULAR`` that names every kind, as novu-py can only send that)
+    and its id in either environment or its key (a workflow's trigger
+    identifier, a layout's identifier, ``workflowId:locale``). A name that
     matches nothing is refused, so a typo never publishes silently nothing.
     """
     source, target = await _pair(session, principal, target_id, request.sourceEnvironmentId)

@@ -171,5 +171,10 @@ async def test_a_translation_deleted_in_development_is_deleted_in_production(
     assert (await production_api.get(f"/v2/translations/workflow/{identifier}/fr_FR")).status_code == 200
     assert (await api.delete(f"/v2/translations/workflow/{identifier}/fr_FR")).status_code == 204
     assert _actions(await _diff(api, prod))[f"{identifier} (fr_FR)"] == "deleted"
-    await _publish(api, prod)
+    # Chosen alone, by Novu's kind name and the translation's key.
+    chosen = {"resources": [{"resourceType": "localization_group", "resourceId": f"{identifier}:fr_FR"}]}
+    published = await _publish(api, prod, chosen)
+    assert [(s["resourceName"], s["action"]) for r in published["results"] for s in r["successful"]] == [
+        (f"{identifier} (fr_FR)", "deleted")
+    ]
     assert (await production_api.get(f"/v2/translations/workflow/{identifier}/fr_FR")).status_code == 404

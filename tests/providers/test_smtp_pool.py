@@ -113,3 +113,27 @@ async def test_a_failed_send_closes_its_connection(peer: SmtpPeer, client: httpx
     assert client.smtp_pool.idle_count() == 0  # type: ignore[attr-defined]
     await provider(peer, client).send(message(2))
     assert [mail.rcpt_tos for mail in peer.received] == [["reader2@example.com"]]
+
+
+async def test_a_connection_idle_too_long_is_closed_and_the_next_send_opens_another(
+    peer: SmtpPeer, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from herald.providers.email import smtp_pool
+
+    monkeypatch.setattr(smtp_pool, "SWEEP_SECONDS", 0.0)
+    client.smtp_pool.idle_seconds = 0.2  # type: ignore[attr-defined]
+    await provider(peer, client).send(message(1))
+    await provider(peer, client).send(message(2))
+    assert peer.connections() == 1
+    await asyncio.sleep(0.4)
+    await provider(peer, client).send(message(3))
+    assert peer.connections() == 2
+    assert client.smtp_pool.idle_count() == 1  # type: ignore[attr-defined]
+
+
+async def test_a_connection_carries_at_most_max_sends_messages(peer: SmtpPeer, client: httpx.AsyncClient) -> None:
+    client.smtp_pool.max_sends = 3  # type: ignore[attr-defined]
+    for number in range(7):
+        await provider(peer, client).send(message(number))
+    assert len(peer.received) == 7
+    assert peer.connections() == 3

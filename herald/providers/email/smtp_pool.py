@@ -37,6 +37,8 @@ import aiosmtplib
 DEFAULT_SIZE = 5
 DEFAULT_MAX_SENDS = 100
 DEFAULT_IDLE_SECONDS = 30.0
+# Idle connections are looked over at most this often (on a send, never by a timer of their own).
+SWEEP_SECONDS = 1.0
 
 
 def pool_key(integration_id: str | None, credentials: Mapping[str, Any]) -> tuple[str, str]:
@@ -68,6 +70,8 @@ class _Slot:
     limit: asyncio.Semaphore
     idle: list[Connection] = field(default_factory=list)
     in_use: int = 0
+    # Replaced by the integration's new credentials: its connections close when their send ends.
+    retired: bool = False
 
 
 class SmtpPool:
@@ -84,6 +88,7 @@ class SmtpPool:
         self.idle_seconds = idle_seconds
         self._slots: dict[tuple[str, str], _Slot] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._swept = 0.0
         # Connections opened so far (for the benchmark and the tests).
         self.opened = 0
 
@@ -107,7 +112,7 @@ class SmtpPool:
                     _close(connection)
                     raise
                 connection.sends += 1
-                if connection.connected and connection.sends < self.max_sends:
+                if connection.connected and connection.sends < self.max_sends and not slot.retired:
                     connection.idle_since = time.monotonic()
                     slot.idle.append(connection)
                 else:
@@ -145,21 +150,34 @@ class SmtpPool:
             self._slots = {}
             self._loop = loop
         now = time.monotonic()
-        for other_key, other in list(self._slots.items()):
-            stale = other_key[0] == key[0] and other_key != key and key[0] != ""
-            kept = []
-            for connection in other.idle:
-                if stale or not connection.connected or now - connection.idle_since > self.idle_seconds:
-                    _close(connection)
-                else:
-                    kept.append(connection)
-            other.idle = kept
-            if stale and not other.idle and other.in_use == 0:
-                del self._slots[other_key]
+        if now - self._swept >= SWEEP_SECONDS:
+            self._sweep(now)
         slot = self._slots.get(key)
         if slot is None:
+            if key[0]:
+                # The integration's credentials changed: what was opened with the old ones goes.
+                for old_key in [other for other in self._slots if other[0] == key[0]]:
+                    old = self._slots.pop(old_key)
+                    old.retired = True
+                    for connection in old.idle:
+                        _close(connection)
+                    old.idle = []
             slot = self._slots[key] = _Slot(asyncio.Semaphore(self.size))
         return slot
+
+    def _sweep(self, now: float) -> None:
+        """Close the connections idle too long or closed by the server; forget keys with nothing open."""
+        self._swept = now
+        for key, slot in list(self._slots.items()):
+            kept = []
+            for connection in slot.idle:
+                if connection.connected and now - connection.idle_since <= self.idle_seconds:
+                    kept.append(connection)
+                else:
+                    _close(connection)
+            slot.idle = kept
+            if not kept and slot.in_use == 0:
+                del self._slots[key]
 
     def _take_idle(self, slot: _Slot) -> Connection | None:
         while slot.idle:

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import harness, realtime, report, results, scenarios
+from bench import email, harness, realtime, report, results, scenarios
 from bench.harness import SERVERS, Deployment, Environment, Store
 from bench.loadgen import CLIENTS, Api, LoadResult, combine
 from bench.report import Row, ms, number, verdict
 
-MEASUREMENTS = ("acceptance", "e2e", "sustained", "digest", "fanout", "realtime")
+MEASUREMENTS = ("acceptance", "e2e", "sustained", "digest", "fanout", "email", "realtime")
 
 # Targets (docs/performance.md states them with their reasons).
 TARGET_CEILING_SHARE = 0.5
@@ -46,6 +46,7 @@ class Options:
     e2e_rate: float
     e2e_duration: float
     sustained_duration: float
+    email_duration: float
     fanout_sizes: list[int]
     sockets: int
     digest_events: int
@@ -114,6 +115,11 @@ def parse_args(argv: list[str] | None = None) -> Options:
     )
     parser.add_argument(
         "--sustained-duration", type=float, help="seconds of sustained delivery measured (default 60; quick 10)"
+    )
+    parser.add_argument(
+        "--email-duration",
+        type=float,
+        help="seconds of email throughput measured for each of SMTP and the HTTP provider (default 30; quick 10)",
     )
     parser.add_argument("--fanout-sizes", help="topic sizes, comma separated (default 10000,100000; quick 500,2000)")
     parser.add_argument(
@@ -194,6 +200,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         e2e_rate=args.e2e_rate,
         e2e_duration=args.e2e_duration or (5.0 if quick else 20.0),
         sustained_duration=args.sustained_duration or (10.0 if quick else 60.0),
+        email_duration=args.email_duration or (10.0 if quick else 30.0),
         fanout_sizes=[int(value) for value in fanout.split(",") if value.strip()],
         sockets=args.sockets or (1000 if quick else 5000),
         digest_events=args.digest_events or (500 if quick else 10_000),
@@ -592,6 +599,58 @@ class Run:
         )
         self.say(f"digest: {result}; {self.cpu_note(usage)}")
 
+    async def email(self, deployment: Deployment, api: Api) -> None:
+        """Email throughput over SMTP and over SendGrid's API, to local peers (bench/email.py)."""
+        meter = CpuMeter(self.environment)
+        meter.start()
+        options = email.EmailOptions(duration=self.options.email_duration, warmup=5.0 if self.options.quick else 10.0)
+        figures = await email.measure_on(self.environment, deployment, api, options, say=self.say)
+        self.say(f"email: {self.cpu_note(meter.stop())}")
+        applies = self.store.kind == "postgres" and self.options.workers == 2
+        for name, label, target in (
+            ("smtp", "SMTP to a local aiosmtpd sink", email.TARGET_SMTP),
+            ("http", "an HTTP provider (SendGrid's API) to a local peer", email.TARGET_HTTP),
+        ):
+            outcome = figures.get(name) or {}
+            rate = outcome.get("rate_per_s")
+            slowest = outcome.get("slowest_second_per_s")
+            connections = outcome.get("connections")
+            trouble = ("" if outcome.get("drained", True) else " · backlog not delivered at the end") + (
+                f" · {len(outcome['errors'])} trigger errors ({outcome['errors'][0]})" if outcome.get("errors") else ""
+            )
+            reuse = (
+                f" · {number(outcome.get('received') or 0)} emails over {connections} connections"
+                if connections
+                else ""
+            )
+            self.rows.append(
+                Row(
+                    f"Sustained email over {label} ({self._topology()})",
+                    f"{number(rate or 0)} emails/s over {outcome.get('seconds')} s"
+                    + (f" · slowest second {number(slowest)}/s" if slowest is not None else "")
+                    + reuse
+                    + trouble,
+                    f"≥ {target:,.0f} emails/s on PostgreSQL with 2 workers"
+                    if applies
+                    else "(target applies to PostgreSQL with 2 workers)",
+                    verdict((rate is not None and rate >= target) if applies else None),
+                    value=rate,
+                    unit="emails/s",
+                    figures={
+                        key: outcome.get(key)
+                        for key in (
+                            "seconds",
+                            "delivered",
+                            "slowest_second_per_s",
+                            "triggers_accepted",
+                            "received",
+                            "connections",
+                            "drained",
+                        )
+                    },
+                )
+            )
+
     async def realtime(self, deployment: Deployment, api: Api) -> None:
         """The Inbox's socket (bench/realtime.py): idle sockets held, and trigger → ``notification_received``."""
         options = realtime.RealtimeOptions(
@@ -751,6 +810,9 @@ async def execute(options: Options) -> Run:
 async def _measure(run: Run) -> None:
     options = run.options
     environment = run.environment
+    if "email" not in options.skip and "HERALD_OUTBOUND_ALLOW" not in environment.extra_env:
+        # The email rows deliver to peers on 127.0.0.1, which the outbound policy refuses by default.
+        environment.extra_env["HERALD_OUTBOUND_ALLOW"] = harness.HOST
     api_key = await asyncio.to_thread(environment.prepare)
     measure = [name for name in MEASUREMENTS if name not in options.skip]
     primary, *others = options.servers
@@ -790,6 +852,9 @@ async def _measure(run: Run) -> None:
             await run.digest(api, workflows["digest"])
         if "fanout" in measure:
             await run.fan_out(workflows["in_app"], api)
+        if "email" in measure:
+            await run.drain(api, "the previous measurement")
+            await run.email(deployment, api)
         run.memory(deployment)
         # Last: the sockets would count in the API's peak RSS above.
         if "realtime" in measure:
@@ -860,6 +925,7 @@ def result_record(options: Options, notes: list[str], rows: list[Row], started: 
             "e2e_rate",
             "e2e_duration",
             "sustained_duration",
+            "email_duration",
             "fanout_sizes",
             "digest_events",
             "digest_window",

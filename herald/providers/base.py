@@ -99,9 +99,13 @@ class Provider(ABC, Generic[MessageT]):
     # an active integration of the provider must have them (herald.integrations.service).
     required_credentials: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, credentials: Mapping[str, Any], http: httpx.AsyncClient) -> None:
+    def __init__(
+        self, credentials: Mapping[str, Any], http: httpx.AsyncClient, *, integration_id: str | None = None
+    ) -> None:
         self.credentials: dict[str, Any] = dict(credentials)
         self.http = http
+        # The integration sending: what a provider keeps between sends (SMTP connections) is kept per integration.
+        self.integration_id = integration_id
 
     @abstractmethod
     async def send(self, message: MessageT) -> SendResult: ...

@@ -13,6 +13,7 @@ from herald import __version__
 from herald.kit.crypto import mask_secret
 from herald.kit.outbound import GuardedAsyncBackend, OutboundPolicy, OutboundRefused
 from herald.providers.base import ProviderError
+from herald.providers.email.smtp_pool import SmtpPool
 
 CONNECT_TIMEOUT = 5.0
 TOTAL_TIMEOUT = 15.0
@@ -46,6 +47,17 @@ class OutboundClient(httpx.AsyncClient):
     def __init__(self, *, outbound: OutboundPolicy, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.outbound = outbound
+        # SMTP connections kept open between sends, per integration (providers/email/smtp_pool.py):
+        # they live as long as the client, which the engine keeps for the worker's life.
+        self.smtp_pool = SmtpPool()
+
+    async def aclose(self) -> None:
+        await self.smtp_pool.aclose()
+        await super().aclose()
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.smtp_pool.aclose()
+        await super().__aexit__(*exc_info)
 
 
 class OutboundTransport(httpx.AsyncHTTPTransport):

@@ -185,7 +185,7 @@ async def deliver_with_failover(
             _fail(Delivery(message.delivery_key, integration, message, send), [], details, text)
             return StepOutcome("failed", details=details, messages=[message], error_text=text)
         credentials = ctx.box.open_credentials(integration.credentials)
-        provider = cls(credentials, ctx.http)
+        provider = cls(credentials, ctx.http, integration_id=integration.id)
         try:
             result = await send(provider)
         except ProviderError as exc:
@@ -306,7 +306,7 @@ async def deliver(ctx: StepContext, deliveries: list[Delivery], already: dict[st
             permanent.append(_fail(delivery, messages, details, f"Provider {provider_id!r} is not supported by Herald"))
             continue
         credentials = ctx.box.open_credentials(delivery.integration.credentials)
-        provider = cls(credentials, ctx.http)
+        provider = cls(credentials, ctx.http, integration_id=delivery.integration.id)
         try:
             result = await delivery.send(provider)
         except ProviderError as exc:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import Awaitable, Callable
+from email.message import EmailMessage as MimeMessage
 from typing import Any, ClassVar
 
 import aiosmtplib
@@ -11,7 +13,14 @@ import aiosmtplib
 from herald.kit.outbound import OutboundRefused
 from herald.providers.base import EmailMessage, EmailProvider, ProviderError, SendResult
 from herald.providers.email.mime import build_mime
+from herald.providers.email.smtp_pool import SmtpPool, pool_key
 from herald.providers.http import TOTAL_TIMEOUT, excerpt, outbound_policy, refused_error
+
+
+def smtp_pool(http: Any) -> SmtpPool | None:
+    """The SMTP connections ``http``'s owner keeps (providers/http.py's client has them), or None."""
+    pool = getattr(http, "smtp_pool", None)
+    return pool if isinstance(pool, SmtpPool) else None
 
 
 class SmtpProvider(EmailProvider):
@@ -19,6 +28,7 @@ class SmtpProvider(EmailProvider):
     (never STARTTLS), user, password, from, senderName, tlsOptions.rejectUnauthorized.
 
     Without secure, requireTls or ignoreTls, STARTTLS is used when the server offers it.
+    Connections are kept open between sends, per integration (smtp_pool.py).
     """
 
     provider_id: ClassVar[str] = "nodemailer"
@@ -35,33 +45,40 @@ class SmtpProvider(EmailProvider):
         timeout = self.http.timeout.read or TOTAL_TIMEOUT
         connect_timeout = min(self.http.timeout.connect or timeout, timeout)
 
-        client = aiosmtplib.SMTP(
-            hostname=host,  # for TLS: SNI and the certificate
-            use_tls=secure,
-            start_tls=self._start_tls(secure),
-            validate_certs=self._validate_certs(),
-            username=self.credential("user"),
-            password=self.credential("password"),
-            timeout=timeout,
-        )
-        try:
-            # Connected here, to an address the outbound policy checked, and
-            # handed to aiosmtplib, which would otherwise resolve the name again.
-            sock = await outbound_policy(self.http).connect_socket(host, port, connect_timeout)
-        except OutboundRefused as exc:
-            raise refused_error(self.provider_id, exc) from None
-        except TimeoutError as exc:
-            raise self.error(
-                f"SMTP server {host}:{port} timed out: no connection within {connect_timeout:g} s", transient=True
-            ) from exc
-        except OSError as exc:
-            raise self.error(f"could not reach SMTP server {host}:{port}: {exc}", transient=True) from exc
+        async def connect() -> aiosmtplib.SMTP:
+            """A new connection, greeted, with STARTTLS and AUTH as the credentials say."""
+            client = aiosmtplib.SMTP(
+                hostname=host,  # for TLS: SNI and the certificate
+                use_tls=secure,
+                start_tls=self._start_tls(secure),
+                validate_certs=self._validate_certs(),
+                username=self.credential("user"),
+                password=self.credential("password"),
+                timeout=timeout,
+            )
+            try:
+                # Connected here, to an address the outbound policy checked, and
+                # handed to aiosmtplib, which would otherwise resolve the name again.
+                sock = await outbound_policy(self.http).connect_socket(host, port, connect_timeout)
+            except OutboundRefused as exc:
+                raise refused_error(self.provider_id, exc) from None
+            except TimeoutError as exc:
+                raise self.error(
+                    f"SMTP server {host}:{port} timed out: no connection within {connect_timeout:g} s", transient=True
+                ) from exc
+            except OSError as exc:
+                raise self.error(f"could not reach SMTP server {host}:{port}: {exc}", transient=True) from exc
+            # From here the socket is aiosmtplib's: its transport closes it.
+            try:
+                await client.connect(sock=sock)
+            except BaseException:
+                client.close()
+                raise
+            return client
+
         try:
             async with asyncio.timeout(timeout * 2):
-                # From here the socket is aiosmtplib's: its transport closes it.
-                await client.connect(sock=sock)
-                async with client:
-                    refused, reply = await client.send_message(mime, sender=from_address, recipients=recipients)
+                refused, reply = await self._deliver(connect, mime, from_address, recipients)
         except aiosmtplib.SMTPRecipientsRefused as exc:
             codes = [refusal.code for refusal in exc.recipients]
             details = "; ".join(f"{r.recipient}: {r.code} {r.message}" for r in exc.recipients)
@@ -94,6 +111,34 @@ class SmtpProvider(EmailProvider):
         if refused:
             raw["refused"] = {address: f"{answer.code} {answer.message}" for address, answer in refused.items()}
         return SendResult(provider_message_id=mime["Message-ID"], raw=raw, failures=failures)
+
+    async def _deliver(
+        self,
+        connect: Callable[[], Awaitable[aiosmtplib.SMTP]],
+        mime: MimeMessage,
+        sender: str,
+        recipients: list[str],
+    ) -> tuple[dict[str, aiosmtplib.SMTPResponse], str]:
+        """Send on a pooled connection of this integration (smtp_pool.py), or on one of its own.
+
+        A reused connection the server closed while it sat idle fails on its
+        first command; the send then goes once more on a fresh connection.
+        """
+        pool = smtp_pool(self.http)
+        if pool is None:
+            client = await connect()
+            async with client:
+                return await client.send_message(mime, sender=sender, recipients=recipients)
+        key = pool_key(self.integration_id, self.credentials)
+        while True:
+            reused = False
+            try:
+                async with pool.connection(key, connect) as connection:
+                    reused = connection.reused
+                    return await connection.client.send_message(mime, sender=sender, recipients=recipients)
+            except (aiosmtplib.SMTPServerDisconnected, ConnectionError):
+                if not reused:
+                    raise
 
     def _port(self, secure: bool) -> int:
         value = self.credential("port")

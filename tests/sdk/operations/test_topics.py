@@ -76,19 +76,6 @@ async def test_topics_delete(novu: Novu) -> None:
         await call(lambda: novu.topics.get(topic_key="ops"))
 
 
-async def test_topics_subscribers_retrieve(novu: Novu) -> None:
-    await call(lambda: subscriber(novu, "ada"))
-    await call(
-        lambda: novu.topics.subscriptions.create(
-            topic_key="ops", create_topic_subscriptions_request_dto={"subscriptions": ["ada"]}
-        )
-    )
-    membership = await call(
-        lambda: novu.topics.subscribers.retrieve(topic_key="ops", external_subscriber_id="ada").result
-    )
-    assert membership.topic_key == "ops" and membership.external_subscriber_id == "ada"
-
-
 async def test_topics_subscriptions_create(novu: Novu) -> None:
     await call(lambda: subscriber(novu, "ada"))
     await call(lambda: subscriber(novu, "bob"))

@@ -29,3 +29,13 @@ async def test_topics_subscribers_retrieve(novu: Novu, api: httpx.AsyncClient) -
             lambda: novu.topics.subscribers.retrieve(topic_key=key, external_subscriber_id=outsider["subscriberId"])
         )
     assert missing.value.data.status_code == 404
+    # A subscription made through the v2 API is membership the v1 route answers for as well.
+    await call(
+        lambda: novu.topics.subscriptions.create(
+            topic_key=key, create_topic_subscriptions_request_dto={"subscriptions": [outsider["subscriberId"]]}
+        )
+    )
+    joined = await call(
+        lambda: novu.topics.subscribers.retrieve(topic_key=key, external_subscriber_id=outsider["subscriberId"]).result
+    )
+    assert (joined.topic_key, joined.subscriber_id) == (key, outsider["_id"])

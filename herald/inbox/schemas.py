@@ -76,11 +76,13 @@ class InboxAction(Schema):
 
 
 class InboxSubscriber(Schema):
+    """Names and avatar are left out when unset: Novu's clients type them as strings, not nullable."""
+
     id: str
     subscriberId: str
-    firstName: str | None = None
-    lastName: str | None = None
-    avatar: str | None = None
+    firstName: str | None = optional_field()
+    lastName: str | None = optional_field()
+    avatar: str | None = optional_field()
 
 
 class InboxWorkflow(Schema):
@@ -93,9 +95,12 @@ class InboxWorkflow(Schema):
 
 
 class InboxNotification(Schema):
+    """subject, avatar, the actions and redirect are left out when unset, not null: Novu's clients
+    (@novu/api's zod models among them) type them optional but not nullable."""
+
     id: str
     transactionId: str
-    subject: str | None = None
+    subject: str | None = optional_field()
     body: str
     to: InboxSubscriber
     isRead: bool
@@ -108,12 +113,12 @@ class InboxNotification(Schema):
     readAt: str | None = None
     firstSeenAt: str | None = None
     archivedAt: str | None = None
-    avatar: str | None = None
-    primaryAction: InboxAction | None = None
-    secondaryAction: InboxAction | None = None
+    avatar: str | None = optional_field()
+    primaryAction: InboxAction | None = optional_field()
+    secondaryAction: InboxAction | None = optional_field()
     channelType: str = "in_app"
     tags: list[str] = Field(default_factory=list)
-    redirect: InboxRedirect | None = None
+    redirect: InboxRedirect | None = optional_field()
     data: dict[str, Any] = Field(default_factory=dict)
     workflow: InboxWorkflow = optional_field()
     severity: Severity = "none"

@@ -308,4 +308,181 @@ export const operations = [
       assert.equal(feed.data.find((item) => item.id === w.messageIds[0]).seen, true);
     },
   },
+  {
+    name: "subscribers.search",
+    run: (novu, w) => novu.subscribers.search({ subscriberId: w.subscriberId, limit: 10 }),
+    check: (r, novu, w) => {
+      assert.deepEqual(r.result.data.map((item) => item.subscriberId), [w.subscriberId]);
+      assert.equal(r.result.data[0].id, w.subscriberInternalId);
+    },
+  },
+  {
+    name: "subscribers.notifications.list",
+    run: (novu, w) => novu.subscribers.notifications.list({ subscriberId: w.subscriberId, limit: 1 }),
+    check: async (r, novu, w) => {
+      assert.equal(r.result.data.length, 1);
+      assert.equal(r.result.hasMore, true);
+      const after = r.result.data[0].id;
+      const rest = (await novu.subscribers.notifications.list({ subscriberId: w.subscriberId, after })).result;
+      assert.deepEqual([after, ...ids(rest.data)].sort(), [...w.messageIds].sort());
+      assert.equal(rest.hasMore, false);
+    },
+  },
+  {
+    name: "subscribers.notifications.count",
+    run: (novu, w) => novu.subscribers.notifications.count(w.subscriberId, JSON.stringify([{ read: false }, { read: true }])),
+    check: (r) => assert.deepEqual(r.result.map((item) => item.count), [2, 0]),
+  },
+  {
+    name: "subscribers.notifications.markAsRead",
+    run: (novu, w) => novu.subscribers.notifications.markAsRead({ subscriberId: w.subscriberId, notificationId: w.messageIds[0] }),
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.result.id, r.result.isRead], [w.messageIds[0], true]);
+      const unread = (await novu.subscribers.notifications.list({ subscriberId: w.subscriberId, read: false })).result;
+      assert.deepEqual(ids(unread.data), [w.messageIds[1]]);
+    },
+  },
+  {
+    name: "subscribers.notifications.markAsUnread",
+    run: async (novu, w) => {
+      await novu.subscribers.notifications.markAsRead({ subscriberId: w.subscriberId, notificationId: w.messageIds[0] });
+      return novu.subscribers.notifications.markAsUnread({ subscriberId: w.subscriberId, notificationId: w.messageIds[0] });
+    },
+    check: async (r, novu, w) => {
+      assert.equal(r.result.isRead, false);
+      const unread = (await novu.subscribers.notifications.list({ subscriberId: w.subscriberId, read: false })).result;
+      assert.equal(unread.data.length, 2);
+    },
+  },
+  {
+    name: "subscribers.notifications.archive",
+    run: (novu, w) => novu.subscribers.notifications.archive({ subscriberId: w.subscriberId, notificationId: w.messageIds[0] }),
+    check: async (r, novu, w) => {
+      assert.equal(r.result.isArchived, true);
+      const archived = (await novu.subscribers.notifications.list({ subscriberId: w.subscriberId, archived: true })).result;
+      assert.deepEqual(ids(archived.data), [w.messageIds[0]]);
+    },
+  },
+  {
+    name: "subscribers.notifications.unarchive",
+    run: async (novu, w) => {
+      await novu.subscribers.notifications.archive({ subscriberId: w.subscriberId, notificationId: w.messageIds[0] });
+      return novu.subscribers.notifications.unarchive({ subscriberId: w.subscriberId, notificationId: w.messageIds[0] });
+    },
+    check: async (r, novu, w) => {
+      assert.equal(r.result.isArchived, false);
+      const archived = (await novu.subscribers.notifications.list({ subscriberId: w.subscriberId, archived: true })).result;
+      assert.deepEqual(archived.data, []);
+    },
+  },
+  {
+    name: "subscribers.notifications.snooze",
+    run: (novu, w) =>
+      novu.subscribers.notifications.snooze({
+        subscriberId: w.subscriberId,
+        notificationId: w.messageIds[0],
+        snoozeSubscriberNotificationDto: { snoozeUntil: new Date(Date.now() + 2 * 3600 * 1000) },
+      }),
+    check: async (r, novu, w) => {
+      assert.equal(r.result.isSnoozed, true);
+      assert.ok(r.result.snoozedUntil);
+      const snoozed = (await novu.subscribers.notifications.list({ subscriberId: w.subscriberId, snoozed: true })).result;
+      assert.deepEqual(ids(snoozed.data), [w.messageIds[0]]);
+    },
+  },
+  {
+    name: "subscribers.notifications.unsnooze",
+    run: async (novu, w) => {
+      const until = new Date(Date.now() + 2 * 3600 * 1000);
+      const request = { subscriberId: w.subscriberId, notificationId: w.messageIds[0] };
+      await novu.subscribers.notifications.snooze({ ...request, snoozeSubscriberNotificationDto: { snoozeUntil: until } });
+      return novu.subscribers.notifications.unsnooze(request);
+    },
+    check: async (r, novu, w) => {
+      assert.equal(r.result.isSnoozed, false);
+      const snoozed = (await novu.subscribers.notifications.list({ subscriberId: w.subscriberId, snoozed: true })).result;
+      assert.deepEqual(snoozed.data, []);
+    },
+  },
+  {
+    name: "subscribers.notifications.completeAction",
+    run: (novu, w) =>
+      novu.subscribers.notifications.completeAction({ subscriberId: w.subscriberId, notificationId: w.messageIds[0], actionType: "primary" }),
+    check: async (r, novu, w) => {
+      assert.equal(r.result.primaryAction.isCompleted, true);
+      const stored = (await novu.messages.retrieve({ subscriberId: w.subscriberId })).result.data.find((m) => m.id === w.messageIds[0]);
+      assert.equal(stored.cta.action.status, "done");
+    },
+  },
+  {
+    name: "subscribers.notifications.revertAction",
+    run: async (novu, w) => {
+      const request = { subscriberId: w.subscriberId, notificationId: w.messageIds[0], actionType: "primary" };
+      await novu.subscribers.notifications.completeAction(request);
+      return novu.subscribers.notifications.revertAction(request);
+    },
+    check: async (r, novu, w) => {
+      assert.equal(r.result.primaryAction.isCompleted, false);
+      const stored = (await novu.messages.retrieve({ subscriberId: w.subscriberId })).result.data.find((m) => m.id === w.messageIds[0]);
+      assert.equal(stored.cta.action.status, "pending");
+    },
+  },
+  {
+    name: "subscribers.notifications.delete",
+    run: (novu, w) => novu.subscribers.notifications.delete({ subscriberId: w.subscriberId, notificationId: w.messageIds[0] }),
+    check: async (r, novu, w) => {
+      const left = (await novu.subscribers.notifications.list({ subscriberId: w.subscriberId })).result;
+      assert.deepEqual(ids(left.data), [w.messageIds[1]]);
+    },
+  },
+  {
+    name: "subscribers.notifications.deleteAll",
+    run: (novu, w) => novu.subscribers.notifications.deleteAll({}, w.subscriberId),
+    check: async (r, novu, w) => {
+      assert.deepEqual((await novu.subscribers.notifications.list({ subscriberId: w.subscriberId })).result.data, []);
+    },
+  },
+  {
+    name: "subscribers.notifications.markAllAsRead",
+    run: (novu, w) => novu.subscribers.notifications.markAllAsRead({}, w.subscriberId),
+    check: async (r, novu, w) => {
+      const counts = (await novu.subscribers.notifications.count(w.subscriberId, JSON.stringify([{ read: false }, { read: true }]))).result;
+      assert.deepEqual(counts.map((item) => item.count), [0, 2]);
+    },
+  },
+  {
+    name: "subscribers.notifications.archiveAll",
+    run: (novu, w) => novu.subscribers.notifications.archiveAll({}, w.subscriberId),
+    check: async (r, novu, w) => {
+      const archived = (await novu.subscribers.notifications.list({ subscriberId: w.subscriberId, archived: true })).result;
+      assert.deepEqual(ids(archived.data).sort(), [...w.messageIds].sort());
+    },
+  },
+  {
+    name: "subscribers.notifications.archiveAllRead",
+    run: async (novu, w) => {
+      await novu.subscribers.notifications.markAsRead({ subscriberId: w.subscriberId, notificationId: w.messageIds[1] });
+      return novu.subscribers.notifications.archiveAllRead({}, w.subscriberId);
+    },
+    check: async (r, novu, w) => {
+      const archived = (await novu.subscribers.notifications.list({ subscriberId: w.subscriberId, archived: true })).result;
+      assert.deepEqual(ids(archived.data), [w.messageIds[1]]);
+    },
+  },
+  {
+    name: "subscribers.notifications.markAsSeen",
+    run: (novu, w) => novu.subscribers.notifications.markAsSeen({ notificationIds: [w.messageIds[0]] }, w.subscriberId),
+    check: async (r, novu, w) => {
+      const unseen = (await novu.subscribers.notifications.list({ subscriberId: w.subscriberId, seen: false })).result;
+      assert.deepEqual(ids(unseen.data), [w.messageIds[1]]);
+    },
+  },
+  {
+    name: "subscribers.topics.list",
+    run: (novu, w) => novu.subscribers.topics.list({ subscriberId: w.subscriberId }),
+    check: (r, novu, w) => {
+      assert.deepEqual(r.result.data.map((item) => item.topic.key), [w.topicKey]);
+      assert.equal(r.result.data[0].subscriber.subscriberId, w.subscriberId);
+    },
+  },
 ];

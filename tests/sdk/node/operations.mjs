@@ -485,4 +485,155 @@ export const operations = [
       assert.equal(r.result.data[0].subscriber.subscriberId, w.subscriberId);
     },
   },
+  {
+    name: "topics.list",
+    run: (novu, w) => novu.topics.list({ key: w.topicKey }),
+    check: (r, novu, w) => {
+      assert.deepEqual(r.result.data.map((item) => [item.key, item.name]), [[w.topicKey, "Readers"]]);
+      assert.equal(r.result.totalCount, 1);
+    },
+  },
+  {
+    name: "topics.create",
+    run: (novu) => novu.topics.create({ key: "node-topic", name: "Node topic" }),
+    check: async (r, novu) => {
+      assert.deepEqual([r.result.key, r.result.name], ["node-topic", "Node topic"]);
+      assert.equal((await novu.topics.get("node-topic")).result.id, r.result.id);
+    },
+  },
+  {
+    name: "topics.get",
+    run: (novu, w) => novu.topics.get(w.topicKey),
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.result.key, r.result.name], [w.topicKey, "Readers"]);
+      await assert.rejects(novu.topics.get("no-such-topic"), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "topics.update",
+    run: (novu, w) => novu.topics.update({ name: "Writers" }, w.topicKey),
+    check: async (r, novu, w) => {
+      assert.equal(r.result.name, "Writers");
+      assert.equal((await novu.topics.get(w.topicKey)).result.name, "Writers");
+    },
+  },
+  {
+    name: "topics.delete",
+    run: (novu, w) => novu.topics.delete(w.topicKey),
+    check: async (r, novu, w) => {
+      assert.equal(r.result.acknowledged, true);
+      await assert.rejects(novu.topics.get(w.topicKey), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "topics.subscriptions.list",
+    run: (novu, w) => novu.topics.subscriptions.list({ topicKey: w.topicKey }),
+    check: (r, novu, w) => {
+      assert.deepEqual(r.result.data.map((item) => item.subscriber.subscriberId), [w.subscriberId]);
+      assert.equal(r.result.data[0].topic.key, w.topicKey);
+    },
+  },
+  {
+    name: "topics.subscriptions.create",
+    run: (novu, w) =>
+      novu.topics.subscriptions.create(
+        { subscriptions: [{ subscriberId: w.otherSubscriberId, identifier: "node-sub" }, "ghost"] },
+        w.topicKey,
+      ),
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.result.meta.successful, r.result.meta.failed], [1, 1]);
+      assert.equal(r.result.errors[0].subscriberId, "ghost");
+      const listed = (await novu.topics.subscriptions.list({ topicKey: w.topicKey })).result;
+      assert.deepEqual(listed.data.map((item) => item.subscriber.subscriberId).sort(), [w.subscriberId, w.otherSubscriberId].sort());
+    },
+  },
+  {
+    name: "topics.subscriptions.getSubscription",
+    run: async (novu, w) => {
+      const made = { subscriberId: w.otherSubscriberId, identifier: "node-sub", name: "Other's" };
+      await novu.topics.subscriptions.create({ subscriptions: [made] }, w.topicKey);
+      return novu.topics.subscriptions.getSubscription(w.topicKey, "node-sub");
+    },
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.result.identifier, r.result.name], ["node-sub", "Other's"]);
+      await assert.rejects(novu.topics.subscriptions.getSubscription(w.topicKey, "no-such"), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "topics.subscriptions.update",
+    run: async (novu, w) => {
+      await novu.topics.subscriptions.create({ subscriptions: [{ subscriberId: w.otherSubscriberId, identifier: "node-sub" }] }, w.topicKey);
+      return novu.topics.subscriptions.update({
+        topicKey: w.topicKey,
+        identifier: "node-sub",
+        updateTopicSubscriptionRequestDto: { name: "Renamed", preferences: [{ workflowId: w.workflow.identifier, enabled: false }] },
+      });
+    },
+    check: async (r, novu, w) => {
+      assert.equal(r.result.name, "Renamed");
+      assert.equal((await novu.topics.subscriptions.getSubscription(w.topicKey, "node-sub")).result.name, "Renamed");
+    },
+  },
+  {
+    name: "topics.subscriptions.delete",
+    run: (novu, w) => novu.topics.subscriptions.delete({ subscriptions: [w.subscriberId, "ghost"] }, w.topicKey),
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.result.data.length, r.result.meta.failed], [1, 1]);
+      assert.deepEqual((await novu.topics.subscriptions.list({ topicKey: w.topicKey })).result.data, []);
+    },
+  },
+  {
+    name: "contexts.create",
+    run: (novu) => novu.contexts.create({ type: "tenant", id: "acme", data: { plan: "pro" } }),
+    check: async (r, novu) => {
+      assert.deepEqual([r.result.type, r.result.id, r.result.data], ["tenant", "acme", { plan: "pro" }]);
+      assert.deepEqual((await novu.contexts.retrieve("acme", "tenant")).result.data, { plan: "pro" });
+    },
+  },
+  {
+    name: "contexts.list",
+    run: async (novu) => {
+      await novu.contexts.create({ type: "tenant", id: "acme", data: {} });
+      await novu.contexts.create({ type: "tenant", id: "globex", data: {} });
+      return novu.contexts.list({ limit: 1 });
+    },
+    check: async (r, novu) => {
+      assert.equal(r.result.data.length, 1);
+      assert.equal(r.result.totalCount, 2);
+      const rest = (await novu.contexts.list({ after: r.result.next })).result;
+      assert.deepEqual([...r.result.data, ...rest.data].map((item) => item.id).sort(), ["acme", "globex"]);
+    },
+  },
+  {
+    name: "contexts.retrieve",
+    run: async (novu) => {
+      await novu.contexts.create({ type: "tenant", id: "acme", data: { plan: "pro" } });
+      return novu.contexts.retrieve("acme", "tenant");
+    },
+    check: async (r, novu) => {
+      assert.deepEqual([r.result.type, r.result.id, r.result.data], ["tenant", "acme", { plan: "pro" }]);
+      await assert.rejects(novu.contexts.retrieve("nobody", "tenant"), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "contexts.update",
+    run: async (novu) => {
+      await novu.contexts.create({ type: "tenant", id: "acme", data: { plan: "pro" } });
+      return novu.contexts.update({ id: "acme", type: "tenant", updateContextRequestDto: { data: { plan: "team" } } });
+    },
+    check: async (r, novu) => {
+      assert.deepEqual(r.result.data, { plan: "team" });
+      assert.deepEqual((await novu.contexts.retrieve("acme", "tenant")).result.data, { plan: "team" });
+    },
+  },
+  {
+    name: "contexts.delete",
+    run: async (novu) => {
+      await novu.contexts.create({ type: "tenant", id: "acme", data: {} });
+      return novu.contexts.delete("acme", "tenant");
+    },
+    check: async (r, novu) => {
+      await assert.rejects(novu.contexts.retrieve("acme", "tenant"), (error) => error.statusCode === 404);
+    },
+  },
 ];

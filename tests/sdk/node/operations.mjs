@@ -6,6 +6,15 @@
 import assert from "node:assert/strict";
 
 const ids = (items) => items.map((item) => item.id);
+const inAppStep = {
+  name: "Inbox",
+  stepId: "inbox",
+  type: "in_app",
+  controlValues: { subject: "Order {{payload.order}}", body: "Hello {{subscriber.firstName}}, order {{payload.order}}" },
+};
+const emailStep = { name: "Mail", stepId: "mail", type: "email", controlValues: { subject: "Hi {{subscriber.firstName}}", body: "<p>{{payload.order}}</p>", editorType: "html" } };
+const createWorkflow = async (novu, workflowId, fields = {}) =>
+  (await novu.workflows.create({ name: "Order shipped", workflowId, steps: [inAppStep], active: true, ...fields })).result;
 
 export const operations = [
   {
@@ -634,6 +643,106 @@ export const operations = [
     },
     check: async (r, novu) => {
       await assert.rejects(novu.contexts.retrieve("acme", "tenant"), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "workflows.create",
+    run: (novu) => novu.workflows.create({ name: "Order shipped", workflowId: "node-order", steps: [inAppStep, emailStep], tags: ["orders"] }),
+    check: async (r, novu) => {
+      assert.equal(r.result.workflowId, "node-order");
+      assert.deepEqual(r.result.steps.map((step) => [step.stepId, step.type]), [["inbox", "in_app"], ["mail", "email"]]);
+      const fetched = (await novu.workflows.get("node-order")).result;
+      assert.deepEqual([fetched.id, fetched.tags], [r.result.id, ["orders"]]);
+    },
+  },
+  {
+    name: "workflows.list",
+    run: async (novu) => {
+      await createWorkflow(novu, "node-first");
+      await createWorkflow(novu, "node-second", { name: "Second one" });
+      return novu.workflows.list({ query: "Second" });
+    },
+    check: (r) => {
+      assert.deepEqual(r.result.workflows.map((item) => item.workflowId), ["node-second"]);
+      assert.equal(r.result.totalCount, 1);
+    },
+  },
+  {
+    name: "workflows.get",
+    run: async (novu) => novu.workflows.get((await createWorkflow(novu, "node-get")).id),
+    check: async (r, novu) => {
+      assert.equal(r.result.workflowId, "node-get");
+      assert.equal(r.result.steps[0].controlValues.subject, "Order {{payload.order}}");
+      await assert.rejects(novu.workflows.get("missing"), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "workflows.update",
+    run: async (novu) => {
+      const created = await createWorkflow(novu, "node-update");
+      const changed = { ...inAppStep, controlValues: { body: "Changed {{payload.order}}" } };
+      return novu.workflows.update({ name: "Updated", steps: [changed], origin: created.origin, preferences: {} }, created.id);
+    },
+    check: async (r, novu) => {
+      assert.equal(r.result.name, "Updated");
+      const fetched = (await novu.workflows.get("node-update")).result;
+      assert.deepEqual([fetched.name, fetched.steps[0].controlValues.body], ["Updated", "Changed {{payload.order}}"]);
+    },
+  },
+  {
+    name: "workflows.patch",
+    run: async (novu) => novu.workflows.patch({ active: false, tags: ["p"] }, (await createWorkflow(novu, "node-patch")).id),
+    check: async (r, novu) => {
+      assert.deepEqual([r.result.active, r.result.tags], [false, ["p"]]);
+      assert.equal((await novu.workflows.get("node-patch")).result.active, false);
+    },
+  },
+  {
+    name: "workflows.delete",
+    run: async (novu) => novu.workflows.delete((await createWorkflow(novu, "node-delete")).workflowId),
+    check: async (r, novu) => {
+      await assert.rejects(novu.workflows.get("node-delete"), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "workflows.sync",
+    run: async (novu) => {
+      const created = await createWorkflow(novu, "node-sync");
+      const production = (await novu.environments.list()).result.find((environment) => environment.name === "Production");
+      return novu.workflows.sync({ targetEnvironmentId: production.id }, created.id);
+    },
+    check: async (r, novu) => {
+      assert.equal(r.result.workflowId, "node-sync");
+      assert.notEqual(r.result.id, (await novu.workflows.get("node-sync")).result.id);
+      assert.deepEqual(r.result.steps.map((step) => step.stepId), ["inbox"]);
+    },
+  },
+  {
+    name: "workflows.steps.retrieve",
+    run: async (novu) => {
+      const created = await createWorkflow(novu, "node-steps", { steps: [inAppStep, emailStep] });
+      return novu.workflows.steps.retrieve(created.workflowId, "mail");
+    },
+    check: async (r, novu) => {
+      const created = (await novu.workflows.get("node-steps")).result;
+      assert.deepEqual([r.result.id, r.result.type, r.result.workflowDatabaseId], [created.steps[1].id, "email", created.id]);
+      await assert.rejects(novu.workflows.steps.retrieve("node-steps", "missing"), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "workflows.steps.generatePreview",
+    run: async (novu) => {
+      const created = await createWorkflow(novu, "node-preview");
+      return novu.workflows.steps.generatePreview({
+        workflowId: created.id,
+        stepId: "inbox",
+        generatePreviewRequestDto: { previewPayload: { payload: { order: "C-3" }, subscriber: { firstName: "Lin" } } },
+      });
+    },
+    check: (r) => {
+      assert.equal(r.result.result.type, "in_app");
+      assert.equal(r.result.result.preview.body, "Hello Lin, order C-3");
+      assert.equal(r.result.result.preview.subject, "Order C-3");
     },
   },
 ];

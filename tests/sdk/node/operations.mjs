@@ -13,6 +13,12 @@ const inAppStep = {
   controlValues: { subject: "Order {{payload.order}}", body: "Hello {{subscriber.firstName}}, order {{payload.order}}" },
 };
 const emailStep = { name: "Mail", stepId: "mail", type: "email", controlValues: { subject: "Hi {{subscriber.firstName}}", body: "<p>{{payload.order}}</p>", editorType: "html" } };
+const layoutBody = "<html><body><h1>{{subscriber.firstName}}</h1>{{content}}</body></html>";
+const createLayout = async (novu, layoutId) => {
+  await novu.layouts.create({ layoutId, name: "Brand" });
+  return (await novu.layouts.update({ name: "Brand", controlValues: { email: { body: layoutBody, editorType: "html" } } }, layoutId)).result;
+};
+const values = (variable) => Object.fromEntries(variable.values.map((value) => [value.environmentId, value.value]));
 const createWorkflow = async (novu, workflowId, fields = {}) =>
   (await novu.workflows.create({ name: "Order shipped", workflowId, steps: [inAppStep], active: true, ...fields })).result;
 
@@ -744,5 +750,213 @@ export const operations = [
       assert.equal(r.result.result.preview.body, "Hello Lin, order C-3");
       assert.equal(r.result.result.preview.subject, "Order C-3");
     },
+  },
+  {
+    name: "environments.list",
+    run: (novu) => novu.environments.list(),
+    check: (r, novu, w) => {
+      const byName = Object.fromEntries(r.result.map((environment) => [environment.name, environment]));
+      assert.deepEqual(Object.keys(byName).sort(), ["Development", "Production"]);
+      assert.equal(byName.Development.id, w.environmentId);
+      assert.equal(byName.Production.parentId, w.environmentId);
+    },
+  },
+  {
+    name: "environments.create",
+    run: (novu) => novu.environments.create({ name: "Staging", color: "#ff0000" }),
+    check: async (r, novu) => {
+      assert.equal(r.result.name, "Staging");
+      assert.ok(r.result.apiKeys[0].key);
+      const names = (await novu.environments.list()).result.map((environment) => environment.name);
+      assert.equal(names.filter((name) => name === "Staging").length, 1);
+    },
+  },
+  {
+    name: "environments.update",
+    run: async (novu) => {
+      const created = (await novu.environments.create({ name: "Staging", color: "#ff0000" })).result;
+      return novu.environments.update({ name: "QA" }, created.id);
+    },
+    check: async (r, novu) => {
+      assert.equal(r.result.name, "QA");
+      assert.ok((await novu.environments.list()).result.some((environment) => environment.id === r.result.id && environment.name === "QA"));
+    },
+  },
+  {
+    name: "environments.delete",
+    run: async (novu, w) => {
+      w.created = (await novu.environments.create({ name: "Staging", color: "#ff0000" })).result.id;
+      return novu.environments.delete(w.created);
+    },
+    check: async (r, novu, w) => {
+      assert.ok(!(await novu.environments.list()).result.some((environment) => environment.id === w.created));
+    },
+  },
+  {
+    name: "environments.getTags",
+    run: async (novu, w) => {
+      await createWorkflow(novu, "node-tagged", { tags: ["billing", "alerts"] });
+      return novu.environments.getTags(w.environmentId);
+    },
+    check: (r) => assert.deepEqual(r.result.map((tag) => tag.name).sort(), ["alerts", "billing"]),
+  },
+  {
+    name: "environments.diff",
+    run: async (novu) => {
+      const production = (await novu.environments.list()).result.find((environment) => environment.name === "Production");
+      return novu.environments.diff({}, production.id);
+    },
+    check: (r, novu, w) => {
+      assert.equal(r.result.sourceEnvironmentId, w.environmentId);
+      assert.equal(r.result.summary.hasChanges, true);
+      const added = r.result.resources.filter((resource) => resource.changes[0].action === "added");
+      assert.ok(added.some((resource) => resource.sourceResource.id === w.workflow.id));
+    },
+  },
+  {
+    name: "environments.publish",
+    run: async (novu, w) => {
+      w.productionId = (await novu.environments.list()).result.find((environment) => environment.name === "Production").id;
+      return novu.environments.publish({}, w.productionId);
+    },
+    check: async (r, novu, w) => {
+      const published = r.result.results.flatMap((result) => result.successful.map((item) => item.action));
+      assert.ok(published.length >= 2 && published.every((action) => action === "created"));
+      const after = (await novu.environments.diff({}, w.productionId)).result;
+      assert.equal(after.summary.hasChanges, false);
+    },
+  },
+  {
+    name: "environmentVariables.create",
+    run: (novu, w) => novu.environmentVariables.create({ key: "BASE_URL", values: [{ environmentId: w.environmentId, value: "https://dev.example.com" }] }),
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.result.key, r.result.isSecret], ["BASE_URL", false]);
+      assert.deepEqual(values((await novu.environmentVariables.retrieve("BASE_URL")).result), { [w.environmentId]: "https://dev.example.com" });
+    },
+  },
+  {
+    name: "environmentVariables.list",
+    run: async (novu, w) => {
+      for (const key of ["BASE_URL", "API_TOKEN"]) await novu.environmentVariables.create({ key, values: [{ environmentId: w.environmentId, value: "v" }] });
+      return novu.environmentVariables.list("BASE");
+    },
+    check: (r) => assert.deepEqual(r.result.map((variable) => variable.key), ["BASE_URL"]),
+  },
+  {
+    name: "environmentVariables.retrieve",
+    run: async (novu, w) => {
+      await novu.environmentVariables.create({ key: "BASE_URL", values: [{ environmentId: w.environmentId, value: "v" }] });
+      return novu.environmentVariables.retrieve("BASE_URL");
+    },
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.result.key, values(r.result)], ["BASE_URL", { [w.environmentId]: "v" }]);
+      await assert.rejects(novu.environmentVariables.retrieve("MISSING"), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "environmentVariables.update",
+    run: async (novu, w) => {
+      await novu.environmentVariables.create({ key: "BASE_URL", values: [{ environmentId: w.environmentId, value: "v" }] });
+      return novu.environmentVariables.update({ key: "API_URL", values: [{ environmentId: w.environmentId, value: "w" }] }, "BASE_URL");
+    },
+    check: async (r, novu, w) => {
+      assert.equal(r.result.key, "API_URL");
+      assert.deepEqual(values((await novu.environmentVariables.retrieve("API_URL")).result), { [w.environmentId]: "w" });
+    },
+  },
+  {
+    name: "environmentVariables.delete",
+    run: async (novu, w) => {
+      await novu.environmentVariables.create({ key: "BASE_URL", values: [{ environmentId: w.environmentId, value: "v" }] });
+      return novu.environmentVariables.delete("BASE_URL");
+    },
+    check: async (r, novu) => {
+      await assert.rejects(novu.environmentVariables.retrieve("BASE_URL"), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "environmentVariables.usage",
+    run: async (novu, w) => {
+      await novu.environmentVariables.create({ key: "BASE_URL", values: [{ environmentId: w.environmentId, value: "v" }] });
+      await createWorkflow(novu, "node-reads-env", { steps: [{ ...inAppStep, controlValues: { body: "Open {{ env.BASE_URL }}/orders" } }] });
+      return novu.environmentVariables.usage("BASE_URL");
+    },
+    check: (r) => assert.deepEqual(r.result.workflows.map((workflow) => workflow.workflowId), ["node-reads-env"]),
+  },
+  {
+    name: "layouts.create",
+    run: (novu) => novu.layouts.create({ layoutId: "node-brand", name: "Brand" }),
+    check: async (r, novu) => {
+      assert.deepEqual([r.result.layoutId, r.result.name], ["node-brand", "Brand"]);
+      assert.equal((await novu.layouts.retrieve(r.result.id)).result.layoutId, "node-brand");
+    },
+  },
+  {
+    name: "layouts.list",
+    run: async (novu) => {
+      for (const [layoutId, name] of [["alpha", "Alpha news"], ["beta", "Beta"]]) await novu.layouts.create({ layoutId, name });
+      return novu.layouts.list({ query: "news" });
+    },
+    check: (r) => {
+      assert.deepEqual(r.result.layouts.map((layout) => layout.layoutId), ["alpha"]);
+      assert.equal(r.result.totalCount, 1);
+    },
+  },
+  {
+    name: "layouts.retrieve",
+    run: async (novu) => {
+      await novu.layouts.create({ layoutId: "node-brand", name: "Brand" });
+      return novu.layouts.retrieve("node-brand");
+    },
+    check: async (r, novu) => {
+      assert.equal(r.result.name, "Brand");
+      await assert.rejects(novu.layouts.retrieve("missing"), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "layouts.update",
+    run: (novu) => createLayout(novu, "node-brand").then((result) => ({ result })),
+    check: async (r, novu) => {
+      assert.equal(r.result.controls.values.email.body, layoutBody);
+      assert.equal((await novu.layouts.retrieve("node-brand")).result.controls.values.email.body, layoutBody);
+    },
+  },
+  {
+    name: "layouts.delete",
+    run: async (novu) => {
+      await novu.layouts.create({ layoutId: "node-brand", name: "Brand" });
+      return novu.layouts.delete("node-brand");
+    },
+    check: async (r, novu) => {
+      await assert.rejects(novu.layouts.retrieve("node-brand"), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "layouts.duplicate",
+    run: async (novu) => {
+      await createLayout(novu, "node-brand");
+      return novu.layouts.duplicate({ name: "Brand copy", layoutId: "node-brand-2" }, "node-brand");
+    },
+    check: async (r, novu) => {
+      assert.deepEqual([r.result.layoutId, r.result.isDefault], ["node-brand-2", false]);
+      assert.equal((await novu.layouts.retrieve("node-brand-2")).result.controls.values.email.body, layoutBody);
+    },
+  },
+  {
+    name: "layouts.generatePreview",
+    run: async (novu) => {
+      await createLayout(novu, "node-brand");
+      return novu.layouts.generatePreview({ previewPayload: { subscriber: { firstName: "Grace" } } }, "node-brand");
+    },
+    check: (r) => assert.ok(r.result.result.preview.body.startsWith("<html><body><h1>Grace</h1>")),
+  },
+  {
+    name: "layouts.usage",
+    run: async (novu) => {
+      await createLayout(novu, "node-brand");
+      await createWorkflow(novu, "node-receipts", { steps: [{ ...emailStep, controlValues: { ...emailStep.controlValues, layoutId: "node-brand" } }] });
+      return novu.layouts.usage("node-brand");
+    },
+    check: (r) => assert.deepEqual(r.result.workflows.map((workflow) => workflow.workflowId), ["node-receipts"]),
   },
 ];

@@ -19,6 +19,10 @@ const createLayout = async (novu, layoutId) => {
   return (await novu.layouts.update({ name: "Brand", controlValues: { email: { body: layoutBody, editorType: "html" } } }, layoutId)).result;
 };
 const values = (variable) => Object.fromEntries(variable.values.map((value) => [value.environmentId, value.value]));
+const french = { welcome: { title: "Bienvenue" }, cta: "Commencer" };
+const translate = (novu, resourceId, locale, content) => novu.translations.create({ resourceId, resourceType: "workflow", locale, content });
+const translationOf = (novu, resourceId, locale) => novu.translations.retrieve({ resourceType: "workflow", resourceId, locale });
+const jsonFile = (fileName, value) => ({ fileName, content: new TextEncoder().encode(JSON.stringify(value)) });
 const createWorkflow = async (novu, workflowId, fields = {}) =>
   (await novu.workflows.create({ name: "Order shipped", workflowId, steps: [inAppStep], active: true, ...fields })).result;
 
@@ -958,5 +962,98 @@ export const operations = [
       return novu.layouts.usage("node-brand");
     },
     check: (r) => assert.deepEqual(r.result.workflows.map((workflow) => workflow.workflowId), ["node-receipts"]),
+  },
+  {
+    name: "translations.create",
+    run: (novu, w) => translate(novu, w.workflow.identifier, "fr_FR", french),
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.resourceId, r.resourceType, r.locale, r.content], [w.workflow.identifier, "workflow", "fr_FR", french]);
+      assert.deepEqual((await translationOf(novu, w.workflow.identifier, "fr_FR")).content, french);
+    },
+  },
+  {
+    name: "translations.retrieve",
+    run: async (novu, w) => {
+      await translate(novu, w.workflow.identifier, "en_US", { welcome: { title: "Welcome" } });
+      await translate(novu, w.workflow.identifier, "fr_FR", french);
+      return translationOf(novu, w.workflow.identifier, "en_US");
+    },
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.locale, r.content], ["en_US", { welcome: { title: "Welcome" } }]);
+      await assert.rejects(translationOf(novu, w.workflow.identifier, "de_DE"), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "translations.delete",
+    run: async (novu, w) => {
+      await translate(novu, w.workflow.identifier, "fr_FR", french);
+      return novu.translations.delete({ resourceType: "workflow", resourceId: w.workflow.identifier, locale: "fr_FR" });
+    },
+    check: async (r, novu, w) => {
+      await assert.rejects(translationOf(novu, w.workflow.identifier, "fr_FR"), (error) => error.statusCode === 404);
+    },
+  },
+  {
+    name: "translations.upload",
+    run: (novu, w) =>
+      novu.translations.upload({ resourceId: w.workflow.identifier, resourceType: "workflow", files: [jsonFile("en_US.json", { title: "Hello" })] }),
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.totalFiles, r.successfulUploads, r.failedUploads], [1, 1, 0]);
+      assert.deepEqual((await translationOf(novu, w.workflow.identifier, "en_US")).content, { title: "Hello" });
+    },
+  },
+  {
+    name: "translations.groups.retrieve",
+    run: async (novu, w) => {
+      await translate(novu, w.workflow.identifier, "fr_FR", french);
+      await translate(novu, w.workflow.identifier, "en_US", { welcome: { title: "Welcome" } });
+      return novu.translations.groups.retrieve("workflow", w.workflow.identifier);
+    },
+    check: (r, novu, w) => {
+      assert.equal(r.resourceId, w.workflow.identifier);
+      assert.deepEqual([...r.locales].sort(), ["en_US", "fr_FR"]);
+    },
+  },
+  {
+    name: "translations.groups.delete",
+    run: async (novu, w) => {
+      await translate(novu, w.workflow.identifier, "fr_FR", french);
+      await translate(novu, w.workflow.identifier, "en_US", { k: "v" });
+      return novu.translations.groups.delete("workflow", w.workflow.identifier);
+    },
+    check: async (r, novu, w) => {
+      for (const locale of ["fr_FR", "en_US"]) {
+        await assert.rejects(translationOf(novu, w.workflow.identifier, locale), (error) => error.statusCode === 404);
+      }
+    },
+  },
+  {
+    name: "translations.master.retrieve",
+    run: async (novu) => {
+      await createWorkflow(novu, "node-translated", { isTranslationEnabled: true });
+      await translate(novu, "node-translated", "fr_FR", french);
+      return novu.translations.master.retrieve("fr_FR");
+    },
+    check: async (r, novu) => {
+      assert.deepEqual(r.workflows, { "node-translated": french });
+      assert.deepEqual((await novu.translations.master.retrieve("de_DE")).workflows, {});
+    },
+  },
+  {
+    name: "translations.master.import",
+    run: (novu, w) =>
+      novu.translations.master.import({ locale: "en_US", masterJson: { workflows: { [w.workflow.identifier]: { title: "Hello" }, "no-such-workflow": { k: "v" } } } }),
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.success, r.successful, r.failed], [true, [w.workflow.identifier], ["no-such-workflow"]]);
+      assert.deepEqual((await translationOf(novu, w.workflow.identifier, "en_US")).content, { title: "Hello" });
+    },
+  },
+  {
+    name: "translations.master.upload",
+    run: (novu, w) => novu.translations.master.upload({ file: jsonFile("de_DE.json", { workflows: { [w.workflow.identifier]: { title: "Hallo" } } }) }),
+    check: async (r, novu, w) => {
+      assert.deepEqual([r.success, r.successful], [true, [w.workflow.identifier]]);
+      assert.deepEqual((await translationOf(novu, w.workflow.identifier, "de_DE")).content, { title: "Hallo" });
+    },
   },
 ];

@@ -7,8 +7,7 @@ import assert from "node:assert/strict";
 
 const ids = (items) => items.map((item) => item.id);
 const inAppStep = {
-  name: "Inbox",
-  stepId: "inbox",
+  name: "Inbox", stepId: "inbox",
   type: "in_app",
   controlValues: { subject: "Order {{payload.order}}", body: "Hello {{subscriber.firstName}}, order {{payload.order}}" },
 };

@@ -30,6 +30,7 @@ from tests.conftest import Tenancy
 from tests.fixtures.builders import create_integration, create_subscriber, create_workflow, unique
 from tests.fixtures.server import running_server
 from tests.sdk.operations.runs import run_worker
+from tests.sdk.operations.test_coverage import sdk_operations, served
 
 HERE = Path(__file__).resolve().parent
 RUNNER = HERE / "run.mjs"
@@ -40,7 +41,11 @@ CTA_STEP = {
     "template": {
         "type": "in_app",
         "content": "Hello {{payload.name}}",
-        "cta": {"type": "redirect", "data": {"url": "/"}, "action": {"buttons": [{"type": "primary", "content": "Yes"}]}},
+        "cta": {
+            "type": "redirect",
+            "data": {"url": "/"},
+            "action": {"buttons": [{"type": "primary", "content": "Yes"}]},
+        },
     },
 }
 DELAYED_STEPS = [
@@ -99,7 +104,9 @@ def node_runner() -> Iterator[NodeRunner]:
         missing("Node.js and npm (apt-get install nodejs npm)")
     installed = HERE / "node_modules" / ".package-lock.json"
     if not installed.exists() or installed.stat().st_mtime < (HERE / "package-lock.json").stat().st_mtime:
-        subprocess.run([str(npm), "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=HERE, check=True, timeout=300)
+        subprocess.run(
+            [str(npm), "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=HERE, check=True, timeout=300
+        )
         installed.touch()
     runner = NodeRunner(str(executable))
     yield runner
@@ -161,13 +168,31 @@ async def make_world(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy) -> 
 def test_every_operation_is_listed() -> None:
     """The regular expression finds every entry (a reformatted entry would silently drop out)."""
     entries = (HERE / "operations.mjs").read_text().count("\n  {\n    name:")
-    assert len(OPERATIONS) == entries >= 34, (len(OPERATIONS), entries)
+    assert len(OPERATIONS) == entries >= 106, (len(OPERATIONS), entries)
     assert len(set(OPERATIONS)) == len(OPERATIONS)
+
+
+def node_name(python_path: str) -> str:
+    """novu-py's ``translations.master.import_master_json`` is @novu/api's ``translations.master.import``."""
+    camel = ".".join(re.sub(r"_([a-z])", lambda match: match.group(1).upper(), part) for part in python_path.split("."))
+    return "translations.master.import" if camel == "translations.master.importMasterJson" else camel
+
+
+def test_the_same_operations_as_novu_py() -> None:
+    """Every operation Herald serves to novu-py (tests/sdk/operations/test_coverage.py) has its entry here too."""
+    expected = {node_name(path) for path in sdk_operations() if served(path)}
+    assert sorted(expected - set(OPERATIONS)) == [], "served operations without a Node SDK entry"
+    assert sorted(set(OPERATIONS) - expected) == [], "entries that are no operation Herald serves"
 
 
 @pytest.mark.parametrize("operation", OPERATIONS)
 async def test_operation(
-    operation: str, node_runner: NodeRunner, node_server_url: str, api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy
+    operation: str,
+    node_runner: NodeRunner,
+    node_server_url: str,
+    api: httpx.AsyncClient,
+    app: FastAPI,
+    tenancy: Tenancy,
 ) -> None:
     world = await make_world(api, app, tenancy)
     request = {"serverURL": node_server_url, "apiKey": tenancy.api_key, "operation": operation, "world": world}

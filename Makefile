@@ -61,8 +61,16 @@ $(NODE_SDK)/node_modules/.package-lock.json: $(NODE_SDK)/package.json $(NODE_SDK
 
 node-sdk-packages: $(NODE_SDK)/node_modules/.package-lock.json
 
+# The suite runs on every core (pytest-xdist: each worker has its own SQLite file and PostgreSQL database).
+# The template-limits test watches the health check's answers while templates attack a server: it runs
+# alone afterwards, so another worker's load is not counted against it. PYTEST_ARGS runs a part, on every core.
+TEMPLATE_LIMITS := tests/processes/test_template_limits.py
 test: install-dev browser-packages node-sdk-packages
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@if [ -n "$(PYTEST_ARGS)" ]; then \
+	  $(BIN)/python -m pytest -n auto $(PYTEST_ARGS); \
+	else \
+	  $(BIN)/python -m pytest -n auto --ignore=$(TEMPLATE_LIMITS) && $(BIN)/python -m pytest $(TEMPLATE_LIMITS); \
+	fi
 
 # The benchmark harness (bench/README.md): starts Herald itself and prints one table.
 bench: install-dev

@@ -31,7 +31,7 @@ from tests.fixtures.builders import create_subscriber, create_workflow
 from tests.fixtures.generated import bounded
 from tests.fixtures.server import running_server
 
-MAX_EXAMPLES = 15
+MAX_EXAMPLES = 6
 # Cases per operation with a JSON body for the bodies the generator does not make (below).
 EDGE_EXAMPLES = 3
 DEEP = 900

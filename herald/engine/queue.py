@@ -429,6 +429,24 @@ async def lock_owned_job(session: AsyncSession, job_id: str, worker_id: str) -> 
     return owned
 
 
+async def lock_held_jobs(session: AsyncSession, job_ids: Sequence[str], worker_id: str) -> set[str]:
+    """Lock the jobs of ``job_ids`` that ``worker_id`` still holds; returns their ids.
+
+    :func:`lock_owned_job` for many jobs at once, reading ids only (no row
+    loaded into the session), found by the primary key (``HELD``), locked in
+    id order so two writers never wait on each other in a cycle.
+    """
+    if not job_ids:
+        return set()
+    result = await session.execute(
+        select(_JOBS.c.id)
+        .where(any_of(session, _JOBS.c.id, job_ids), HELD, _JOBS.c.locked_by == worker_id)
+        .order_by(_JOBS.c.id)
+        .with_for_update()
+    )
+    return set(result.scalars())
+
+
 async def lock_jobs(session: AsyncSession, job_ids: Sequence[str]) -> Sequence[Job]:
     if not job_ids:
         return []

@@ -698,6 +698,16 @@ class EngineRepository:
         result = await self.session.execute(select(Message).where(Message.job_id == job_id))
         return {message.delivery_key: message for message in result.scalars()}
 
+    async def messages_of_jobs(self, job_ids: Sequence[str]) -> dict[str, dict[str, Message]]:
+        """The messages of several jobs, by job and delivery key (one statement)."""
+        if not job_ids:
+            return {}
+        result = await self.session.execute(select(Message).where(any_of(self.session, Message.job_id, job_ids)))
+        found: dict[str, dict[str, Message]] = {}
+        for message in result.scalars():
+            found.setdefault(message.job_id or "", {})[message.delivery_key] = message
+        return found
+
     async def save_messages(self, messages: Sequence[Message]) -> None:
         """Store step messages, one per (job, delivery key), in the session's transaction.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import timedelta
@@ -33,6 +33,7 @@ from herald.engine.quiet_hours import held_until, zone_of
 from herald.engine.repository import EngineRepository, detail_row
 from herald.engine.steps import STEP_RUNNERS
 from herald.engine.steps.base import Detail, EngineSettings, StepContext, StepOutcome, steps_reading_env
+from herald.engine.steps.batch import AcceptedDeliveries, StepBatch
 from herald.engine.templates import give_way, on_loop_only
 from herald.inbox.repository import UNSNOOZE_JOB
 from herald.kit.crypto import SecretBox, SecretKeyMismatch
@@ -397,6 +398,7 @@ class JobRunner:
         """
         orphans: list[tuple[Job, str]] = []
         contexts: list[StepContext] = []
+        batch = StepBatch(self.sessionmaker, jobs, AcceptedDeliveries(self.sessionmaker, self.worker_id))
         async with self.sessionmaker() as session:
             # Reads only: no transaction around them (a BEGIN and a ROLLBACK less per round).
             await without_transaction(session)
@@ -415,7 +417,9 @@ class JobRunner:
                 digest = None
                 if _digest_before(event.steps or [], job.step_index or 0):
                     digest = await repository.digest_result_before(job.notification_id or "", job.step_index or 0)
-                contexts.append(self._context(job, event, subscriber, await _tenant_of(repository, event, tenants), digest))
+                context = self._context(job, event, subscriber, await _tenant_of(repository, event, tenants), digest)
+                context.batch = batch
+                contexts.append(context)
             await _read_preferences(repository, contexts)
             await apply_translations(session, contexts)
             await _read_environment_variables(repository, contexts)
@@ -458,7 +462,7 @@ class JobRunner:
             async with self.sessionmaker() as session, session.begin():
                 job = await self._own(session, ctx.job)
                 queued = _queued(ctx, job)
-                await EngineRepository(session).save_messages(outcome.messages)
+                await EngineRepository(session).save_messages(_unstored(outcome.messages))
                 extra = await self._settle(session, job, ctx.step, outcome)
                 await self._details(session, job, [queued, *outcome.details, *extra], ctx.step)
         except IntegrityError as exc:
@@ -480,8 +484,8 @@ class JobRunner:
                 logger.info("%d of %d jobs were taken over by another worker", len(settled) - len(written), len(settled))
             settled = [item for item in settled if item[0].job.id in written]
             repository = EngineRepository(session)
-            # Deliveries the providers accepted are stored already (steps.delivery); they are kept.
-            await repository.save_messages([m for _, outcome, _ in settled for m in outcome.messages])
+            # Deliveries the providers accepted are stored already (steps.delivery).
+            await repository.save_messages(_unstored(m for _, outcome, _ in settled for m in outcome.messages))
             details: list[dict[str, Any]] = []
             released: list[Job] = []
             for ctx, outcome, change in settled:
@@ -655,6 +659,11 @@ class JobRunner:
             logger.info("job %s was taken over by another worker", job.id)
         except Exception:
             logger.exception("could not record the failure of job %s (its lease will expire)", job.id)
+
+
+def _unstored(messages: Iterable[Message]) -> list[Message]:
+    """The messages not stored yet: a delivery the provider accepted was stored right after the send."""
+    return [message for message in messages if not message.stored_on_acceptance]
 
 
 async def _tenant_of(

@@ -23,6 +23,9 @@ class Message(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
         # (chat and push make one message per subscriber channel, told apart by delivery_key).
         Index("uq_messages_job_delivery", "job_id", "delivery_key", unique=True),
     )
+    # Not a column: set once steps.delivery has stored the row of a delivery the provider accepted,
+    # so the step's final write does not insert it again (and read it back to find it there).
+    stored_on_acceptance = False
 
     notification_id: Mapped[str] = mapped_column(ID)
     subscriber_id: Mapped[str] = mapped_column(ID)

@@ -514,3 +514,73 @@ async def test_webhook_secrets_stay_out_of_logs_errors_and_answers(
     for secret in ("deliveredSecret01", "echoedSecret02", "unsupportedSecret03"):
         assert not [line for line in logged if secret in line], secret
         assert not [text for text in recorded if secret in text], secret
+
+
+async def test_a_batch_of_email_steps_reads_its_integrations_once_and_stores_each_delivery_once(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    """The steps of a claimed batch share one read of the channel's integrations and of their jobs' earlier messages."""
+    from tests.engine.conftest import statements_while
+
+    peers.install_sendgrid(peer, api_key="SG.batch")
+    await create_integration(api, providerId="sendgrid", active=True, credentials={"apiKey": "SG.batch", "from": "a@example.com", "baseUrl": peer.url})
+    subscribers = [await create_subscriber(api, email=f"batch{n}@example.com") for n in range(12)]
+    workflow = await create_workflow(api, steps=[EMAIL])
+    result = await trigger(api, name_of(workflow), [s["subscriberId"] for s in subscribers], payload={"order": "B"})
+
+    def kept(statement: str) -> bool:
+        text = statement.lstrip().upper()
+        return (text.startswith("SELECT") and ("FROM INTEGRATIONS" in text or "FROM MESSAGES" in text)) or text.startswith("INSERT INTO MESSAGES")
+
+    sent = await statements_while(app, worker.run_until_idle(), kept)
+
+    reads_of_integrations = [s for s in sent if "FROM INTEGRATIONS" in s.upper()]
+    reads_of_messages = [s for s in sent if s.lstrip().upper().startswith("SELECT") and "messages.job_id" in s]
+    inserts = [s for s in sent if s.lstrip().upper().startswith("INSERT")]
+    assert len(reads_of_integrations) == 1, reads_of_integrations
+    assert len(reads_of_messages) == 1, reads_of_messages
+    # Each accepted delivery is written once (by its send's group), never again by the batch's final write.
+    assert 1 <= len(inserts) <= 12
+    assert len(peer.requests_to("/v3/mail/send")) == 12
+    messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert sorted(m.email for m in messages) == sorted(s["email"] for s in subscribers)
+    assert all(m.status == "sent" and m.provider_message_id for m in messages)
+    assert {job.status for job in await jobs_of(app, result["transactionId"]) if job.kind == "step"} == {"completed"}
+
+
+async def test_an_accepted_delivery_of_a_job_taken_over_meanwhile_is_left_to_its_new_worker(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the send and its store another worker took one job over: that job's message is not written by this one."""
+    from herald.providers.email.sendgrid import SendGridProvider
+
+    peers.install_sendgrid(peer, api_key="SG.lost")
+    await create_integration(api, providerId="sendgrid", active=True, credentials={"apiKey": "SG.lost", "from": "a@example.com", "baseUrl": peer.url})
+    subscribers = [await create_subscriber(api, email=f"lost{n}@example.com") for n in range(4)]
+    workflow = await create_workflow(api, steps=[EMAIL])
+    send = SendGridProvider.send
+    taken: list[str] = []
+
+    async def send_then_lose_the_first(self: SendGridProvider, message: Any) -> Any:
+        answer = await send(self, message)
+        if message.to == ["lost0@example.com"]:
+            async with app.state.sessionmaker() as session:
+                [job] = [
+                    j for j in (await session.execute(select(Job).where(Job.step_type == "email", Job.status == "running"))).scalars()
+                    if j.subscriber_id == subscribers[0]["_id"]
+                ]
+                job.locked_by = "another-worker"
+                taken.append(job.id)
+                await session.commit()
+        return answer
+
+    monkeypatch.setattr(SendGridProvider, "send", send_then_lose_the_first)
+    result = await trigger(api, name_of(workflow), [s["subscriberId"] for s in subscribers], payload={"order": "L"})
+    await worker.run_until_idle()
+
+    messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert sorted(m.email for m in messages) == ["lost1@example.com", "lost2@example.com", "lost3@example.com"]
+    async with app.state.sessionmaker() as session:
+        lost = await session.get(Job, taken[0])
+    # The job and what to record of it belong to the worker that holds it now.
+    assert (lost.status, lost.locked_by) == ("running", "another-worker")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -21,6 +21,9 @@ from herald.engine.breaker import BreakerSettings
 from herald.engine.preferences import StepPreferences
 from herald.kit.crypto import SecretBox
 from herald.models import Event, Job, Message, Subscriber
+
+if TYPE_CHECKING:
+    from herald.engine.steps.batch import StepBatch
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class StepContext:
     # The environment variables a step that reads ``env`` sees, by key, opened
     # (read by the runner only for such steps: see steps_reading_env).
     env: dict[str, str] | None = None
+    # What the channel steps of the runner's batch share (steps/batch.py); None for a step run alone.
+    batch: StepBatch | None = None
 
     @property
     def template(self) -> dict[str, Any]:

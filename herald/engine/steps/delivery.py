@@ -48,6 +48,9 @@ class Delivery:
 
 
 async def load_integrations(ctx: StepContext, channel: str) -> tuple[Sequence[Integration], dict[str, Message]]:
+    if ctx.batch is not None:
+        candidates = await ctx.batch.candidates(ctx.job.environment_id, channel)
+        return [integration for integration, _ in candidates], await ctx.batch.earlier_messages(ctx.job.id)
     async with ctx.sessionmaker() as session:
         repository = EngineRepository(session)
         return await repository.active_integrations(ctx.job.environment_id, channel), await repository.messages_of_job(ctx.job.id)
@@ -84,7 +87,12 @@ def select_integration(ctx: StepContext, channel: str, integrations: Sequence[In
 
 
 async def load_candidates(ctx: StepContext, channel: str) -> tuple[list[tuple[Integration, IntegrationHealth | None]], dict[str, Message]]:
-    """The channel's active integrations (failover order) with their breaker, and the job's messages so far."""
+    """The channel's active integrations (failover order) with their breaker, and the job's messages so far.
+
+    Read once for the steps of a batch (steps/batch.py) when the runner gave them one.
+    """
+    if ctx.batch is not None:
+        return await ctx.batch.candidates(ctx.job.environment_id, channel), await ctx.batch.earlier_messages(ctx.job.id)
     async with ctx.sessionmaker() as session:
         repository = EngineRepository(session)
         return (
@@ -266,7 +274,7 @@ async def _record_failure(ctx: StepContext, integration: Integration, error: str
     settings = ctx.settings.breaker
     at = breaker.now()
     async with ctx.sessionmaker() as session, session.begin():
-        return await EngineRepository(session).record_integration_failure(
+        state = await EngineRepository(session).record_integration_failure(
             integration.id,
             integration.environment_id,
             now=at,
@@ -276,11 +284,16 @@ async def _record_failure(ctx: StepContext, integration: Integration, error: str
             probing=probing,
             error=error,
         )
+    if ctx.batch is not None:
+        ctx.batch.learned(integration, state)
+    return state
 
 
 async def _clear_health(ctx: StepContext, integration: Integration) -> None:
     async with ctx.sessionmaker() as session, session.begin():
         await EngineRepository(session).clear_integration_health(integration.id)
+    if ctx.batch is not None:
+        ctx.batch.learned(integration, None)
 
 
 async def deliver(ctx: StepContext, deliveries: list[Delivery], already: dict[str, Message]) -> StepOutcome:
@@ -346,11 +359,16 @@ async def record_accepted(ctx: StepContext, message: Message) -> None:
     """Store a delivery the provider accepted, at once, while this worker still holds the job.
 
     A worker whose lease ran out (``JobLost``) writes nothing: the job, and
-    what to record about it, belong to the worker that took it over.
+    what to record about it, belong to the worker that took it over. The
+    steps of a batch store theirs together (steps/batch.py).
     """
+    if ctx.batch is not None:
+        await ctx.batch.accepted.store(ctx.job.id, message)
+        return
     async with ctx.sessionmaker() as session, session.begin():
         await queue.lock_owned_job(session, ctx.job.id, ctx.worker_id)
         await EngineRepository(session).save_messages([message])
+    message.stored_on_acceptance = True
 
 
 def _fail(delivery: Delivery, messages: list[Message], details: list[Detail], text: str, status_code: int | None = None) -> str:

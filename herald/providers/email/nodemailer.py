@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Awaitable, Callable
-from email.message import EmailMessage as MimeMessage
 from typing import Any, ClassVar
 
 import aiosmtplib
 
 from herald.kit.outbound import OutboundRefused
 from herald.providers.base import EmailMessage, EmailProvider, ProviderError, SendResult
-from herald.providers.email.mime import build_mime
+from herald.providers.email.mime import build_mime, render_mime
 from herald.providers.email.smtp_pool import SmtpPool, pool_key
 from herald.providers.http import TOTAL_TIMEOUT, excerpt, outbound_policy, refused_error
 
@@ -40,8 +39,19 @@ class SmtpProvider(EmailProvider):
         host = self.require("host")
         secure = self.flag("secure")
         port = self._port(secure)
-        mime = build_mime(message, from_address, sender_name)
         recipients = [*message.to, *message.cc, *message.bcc]
+        if all(address.isascii() for address in (from_address, *recipients)):
+            data, message_id = render_mime(message, from_address, sender_name)
+
+            async def transmit(client: aiosmtplib.SMTP) -> tuple[dict[str, aiosmtplib.SMTPResponse], str]:
+                return await client.sendmail(from_address, recipients, data)
+        else:
+            # An address beyond ASCII needs SMTPUTF8, which aiosmtplib asks for when it flattens the message itself.
+            mime = build_mime(message, from_address, sender_name)
+            message_id = str(mime["Message-ID"])
+
+            async def transmit(client: aiosmtplib.SMTP) -> tuple[dict[str, aiosmtplib.SMTPResponse], str]:
+                return await client.send_message(mime, sender=from_address, recipients=recipients)
         timeout = self.http.timeout.read or TOTAL_TIMEOUT
         connect_timeout = min(self.http.timeout.connect or timeout, timeout)
 
@@ -78,7 +88,7 @@ class SmtpProvider(EmailProvider):
 
         try:
             async with asyncio.timeout(timeout * 2):
-                refused, reply = await self._deliver(connect, mime, from_address, recipients)
+                refused, reply = await self._deliver(connect, transmit)
         except aiosmtplib.SMTPRecipientsRefused as exc:
             codes = [refusal.code for refusal in exc.recipients]
             details = "; ".join(f"{r.recipient}: {r.code} {r.message}" for r in exc.recipients)
@@ -110,14 +120,12 @@ class SmtpProvider(EmailProvider):
         raw: dict[str, Any] = {"response": reply}
         if refused:
             raw["refused"] = {address: f"{answer.code} {answer.message}" for address, answer in refused.items()}
-        return SendResult(provider_message_id=mime["Message-ID"], raw=raw, failures=failures)
+        return SendResult(provider_message_id=message_id, raw=raw, failures=failures)
 
     async def _deliver(
         self,
         connect: Callable[[], Awaitable[aiosmtplib.SMTP]],
-        mime: MimeMessage,
-        sender: str,
-        recipients: list[str],
+        transmit: Callable[[aiosmtplib.SMTP], Awaitable[tuple[dict[str, aiosmtplib.SMTPResponse], str]]],
     ) -> tuple[dict[str, aiosmtplib.SMTPResponse], str]:
         """Send on a pooled connection of this integration (smtp_pool.py), or on one of its own.
 
@@ -128,14 +136,14 @@ class SmtpProvider(EmailProvider):
         if pool is None:
             client = await connect()
             async with client:
-                return await client.send_message(mime, sender=sender, recipients=recipients)
+                return await transmit(client)
         key = pool_key(self.integration_id, self.credentials)
         while True:
             reused = False
             try:
                 async with pool.connection(key, connect) as connection:
                     reused = connection.reused
-                    return await connection.client.send_message(mime, sender=sender, recipients=recipients)
+                    return await transmit(connection.client)
             except (aiosmtplib.SMTPServerDisconnected, ConnectionError):
                 if not reused:
                     raise

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -41,6 +41,8 @@ class SettledSteps:
     job_ids: set[str] = field(default_factory=set)
     messages: list[Message] = field(default_factory=list)
     details: list[dict[str, Any]] = field(default_factory=list)
+    # In-app messages whose socket event waits for the subscriber's quiet hours to end: until when, by job id.
+    held_received: dict[str, datetime] = field(default_factory=dict)
 
 
 # Runs first steps before their jobs are written (JobRunner.settle_in_expansion):

@@ -6,6 +6,13 @@ in the subscriber's ``timezone`` (UTC when they have none, or one Python does
 not know). While it is enabled, a non-critical email, sms, chat or push step
 is delivered only inside the hours of an enabled day; outside them the step is
 held (a delayed job, so a restart loses nothing) until the next open hour.
+An in_app step is not held: its message is stored at once, so it is listed
+and counted whenever the subscriber opens the inbox; only its real-time
+``notification_received`` waits for the next open hour, in a job written with
+the message (herald.realtime.held), and is not sent if the subscriber read,
+archived, snoozed or deleted the message meanwhile. The unseen and unread
+count events go at once: the counts are true from the moment the message is
+stored, and it is the alert, not a number in a badge, that interrupts.
 
 Reading of the schedule, where Novu's client leaves it open:
 - a day left out of ``weeklySchedule``, or not enabled, has no open hour;

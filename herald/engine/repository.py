@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from functools import cache, partial
 from typing import Any
@@ -38,7 +38,8 @@ from herald.models import (
     Workflow,
 )
 from herald.models.base import UTCDateTime
-from herald.realtime.signals import RECEIVED, Change, announce
+from herald.realtime.held import held_received_job
+from herald.realtime.signals import COUNTS, RECEIVED, Change, announce
 from herald.subscribers.channels import merge_requested_channels
 from herald.webhooks.events import columns_of, emit_messages
 
@@ -708,7 +709,7 @@ class EngineRepository:
             found.setdefault(message.job_id or "", {})[message.delivery_key] = message
         return found
 
-    async def save_messages(self, messages: Sequence[Message]) -> None:
+    async def save_messages(self, messages: Sequence[Message], held_received: Mapping[str, datetime] | None = None) -> None:
         """Store step messages, one per (job, delivery key), in the session's transaction.
 
         New messages go in with one statement that says which it wrote. A
@@ -732,14 +733,24 @@ class EngineRepository:
             )
         )
         # A new in-app message reaches its subscriber's sockets once this commits (herald/realtime).
-        await announce(
-            self.session,
-            [
-                Change(row["environment_id"], row["subscriber_id"], RECEIVED, row["id"])
-                for row in rows
-                if row["channel"] == "in_app" and (row["job_id"], row["delivery_key"]) in written
-            ],
-        )
+        # ``held_received`` (by job id): the in-app messages created in the
+        # subscriber's quiet hours, whose notification_received waits for the
+        # next open hour in a job written here (herald.realtime.held); their
+        # counts, true at once, go now.
+        held = held_received or {}
+        changes: list[Change] = []
+        held_jobs: list[dict[str, Any]] = []
+        for row in rows:
+            if row["channel"] != "in_app" or (row["job_id"], row["delivery_key"]) not in written:
+                continue
+            until = held.get(row["job_id"] or "")
+            if until is None:
+                changes.append(Change(row["environment_id"], row["subscriber_id"], RECEIVED, row["id"]))
+            else:
+                changes.append(Change(row["environment_id"], row["subscriber_id"], COUNTS))
+                held_jobs.append(_insert_row(held_received_job(row, until)))
+        await announce(self.session, changes)
+        await insert_rows(self.session, Job.__table__, held_jobs)
         new_rows = [row for row in rows if (row["job_id"], row["delivery_key"]) in written]
         await _emit_outcomes(self.session, new_rows)
         earlier = [m for m, row in zip(messages, rows, strict=True) if (row["job_id"], row["delivery_key"]) not in written]

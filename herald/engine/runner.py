@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -41,6 +41,7 @@ from herald.kit.db import without_transaction
 from herald.kit.ids import new_id
 from herald.kit.time import isoformat, utcnow
 from herald.models import Event, Job, Message, Subscriber
+from herald.realtime.held import HELD_RECEIVED_JOB, run_held
 from herald.translations.render import apply_translations
 from herald.webhooks.delivery import deliver_webhook_jobs
 from herald.webhooks.events import JOB_KIND as WEBHOOK_JOB
@@ -97,6 +98,11 @@ class JobRunner:
 
                 await run_returns(self.sessionmaker, returns, self.worker_id)
                 jobs = [job for job in jobs if job.kind != UNSNOOZE_JOB]
+            held_events = [job for job in jobs if job.kind == HELD_RECEIVED_JOB]
+            if held_events:
+                # The subscriber's quiet hours are over for an in-app message's event (herald.realtime.held).
+                await run_held(self.sessionmaker, held_events, self.worker_id)
+                jobs = [job for job in jobs if job.kind != HELD_RECEIVED_JOB]
             expansions = [job for job in jobs if job.kind == "event"]
             webhooks = [job for job in jobs if job.kind == WEBHOOK_JOB]
             steps = [job for job in jobs if job.kind not in ("event", WEBHOOK_JOB)]
@@ -201,7 +207,7 @@ class JobRunner:
                 if len(written) < len(jobs):
                     raise JobLost(", ".join(job.id for job in jobs if job.id not in written))
                 repository = EngineRepository(session)
-                await repository.save_messages(hand_off.settled.messages)
+                await repository.save_messages(hand_off.settled.messages, hand_off.settled.held_received)
                 await repository.add_details(
                     [expansion_detail(job, progress[job.id]) for job in jobs if progress[job.id].done]
                     + hand_off.settled.details
@@ -267,6 +273,8 @@ class JobRunner:
                 rows[1].update(status="queued", run_at=ctx.now, updated_at=ctx.now)
             settled.job_ids.add(job.id)
             settled.messages += outcome.messages
+            if outcome.received_held_until is not None:
+                settled.held_received[job.id] = outcome.received_held_until
             settled.details += _detail_rows(job, [_queued(ctx, job), *outcome.details, *change.details])
 
     def _context(
@@ -455,14 +463,17 @@ class JobRunner:
         runner = STEP_RUNNERS.get(ctx.job.step_type or "")
         if runner is None:
             return StepOutcome.failed(f"Step type {ctx.job.step_type!r} is not supported")
-        return await runner(ctx)
+        outcome = await runner(ctx)
+        if ctx.job.step_type == "in_app":
+            _hold_received_in_quiet_hours(ctx, outcome)
+        return outcome
 
     async def _apply(self, ctx: StepContext, outcome: StepOutcome) -> None:
         try:
             async with self.sessionmaker() as session, session.begin():
                 job = await self._own(session, ctx.job)
                 queued = _queued(ctx, job)
-                await EngineRepository(session).save_messages(_unstored(outcome.messages))
+                await EngineRepository(session).save_messages(_unstored(outcome.messages), _held_received([(ctx, outcome)]))
                 extra = await self._settle(session, job, ctx.step, outcome)
                 await self._details(session, job, [queued, *outcome.details, *extra], ctx.step)
         except IntegrityError as exc:
@@ -485,7 +496,10 @@ class JobRunner:
             settled = [item for item in settled if item[0].job.id in written]
             repository = EngineRepository(session)
             # Deliveries the providers accepted are stored already (steps.delivery).
-            await repository.save_messages(_unstored(m for _, outcome, _ in settled for m in outcome.messages))
+            await repository.save_messages(
+                _unstored(m for _, outcome, _ in settled for m in outcome.messages),
+                _held_received([(ctx, outcome) for ctx, outcome, _ in settled]),
+            )
             details: list[dict[str, Any]] = []
             released: list[Job] = []
             for ctx, outcome, change in settled:
@@ -600,8 +614,9 @@ class JobRunner:
         delivers through a provider and has no message yet gets one with status
         ``error``, ``errorId`` and ``errorText``. An expansion says how far it got.
         """
-        if job.kind in (UNSNOOZE_JOB, WEBHOOK_JOB):
-            # Nothing follows a snooze's return or a webhook delivery: the job says why it stopped, and no message changes.
+        if job.kind in (UNSNOOZE_JOB, WEBHOOK_JOB, HELD_RECEIVED_JOB):
+            # Nothing follows a snooze's return, a webhook delivery or a held socket event: the job says why it
+            # stopped, and no message changes.
             job.status = "failed"
             job.error_text = detail.detail
             job.locked_until = None
@@ -746,19 +761,29 @@ def _refused_by_preferences(ctx: StepContext) -> StepOutcome | None:
     return StepOutcome("canceled", details=[Detail("Success", verdict.reason or "", raw={"preferences": {"passed": False}})])
 
 
-def _held_by_quiet_hours(ctx: StepContext) -> StepOutcome | None:
-    """A delivery outside the subscriber's delivery schedule, held until its next open hour (engine.quiet_hours).
+def _quiet_until(ctx: StepContext) -> datetime | None:
+    """The next open hour of the subscriber's delivery schedule when the step runs outside it, else None.
 
     Only what ``_read_preferences`` read: channel steps of workflows that are
-    not critical, for subscribers who set a preference. In-app messages are
-    not held: the inbox is read when the subscriber chooses to.
+    not critical, for subscribers who set a preference.
     """
-    if ctx.job.step_type not in PROVIDER_CHANNELS or ctx.preferences is None:
+    if ctx.preferences is None:
         return None
     chosen = ctx.preferences.global_preference
     if chosen is None or not chosen.schedule:
         return None
-    until = held_until(chosen.schedule, ctx.subscriber.timezone, ctx.now)
+    return held_until(chosen.schedule, ctx.subscriber.timezone, ctx.now)
+
+
+def _held_by_quiet_hours(ctx: StepContext) -> StepOutcome | None:
+    """A delivery outside the subscriber's delivery schedule, held until its next open hour (engine.quiet_hours).
+
+    In-app messages are not held (``_hold_received_in_quiet_hours``): the
+    inbox is read when the subscriber chooses to.
+    """
+    if ctx.job.step_type not in PROVIDER_CHANNELS:
+        return None
+    until = _quiet_until(ctx)
     if until is None:
         return None
     zone = zone_of(ctx.subscriber.timezone).key
@@ -768,6 +793,31 @@ def _held_by_quiet_hours(ctx: StepContext) -> StepOutcome | None:
         run_at=until,
         data={"quiet_until": isoformat(until)},
     )
+
+
+def _hold_received_in_quiet_hours(ctx: StepContext, outcome: StepOutcome) -> None:
+    """An in-app message created outside the subscriber's delivery schedule: stored now, its socket event held.
+
+    The message goes in the inbox at once (listed, counted); the real-time
+    ``notification_received`` waits for the next open hour, in a job written
+    with the message (herald.realtime.held). A critical workflow's message is
+    never held (its preferences are not read: ``_quiet_until``).
+    """
+    if outcome.status != "completed" or not outcome.messages:
+        return
+    until = _quiet_until(ctx)
+    if until is None:
+        return
+    outcome.received_held_until = until
+    zone = zone_of(ctx.subscriber.timezone).key
+    outcome.details.append(
+        Detail("Success", f"Real-time notification held by the subscriber's delivery schedule until {isoformat(until)} ({zone})")
+    )
+
+
+def _held_received(pairs: Iterable[tuple[StepContext, StepOutcome]]) -> dict[str, datetime]:
+    """The in-app steps among ``pairs`` whose socket event waits for quiet hours to end: when, by job id."""
+    return {ctx.job.id: outcome.received_held_until for ctx, outcome in pairs if outcome.received_held_until is not None}
 
 
 def step_of(event: Event, job: Job) -> dict[str, Any]:

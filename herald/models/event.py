@@ -75,8 +75,10 @@ class Job(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     """A unit of work for the engine, claimed with a lease.
 
     ``kind`` is "event" (expand an accepted trigger into notifications),
-    "step" (run one workflow step for one subscriber) or "unsnooze" (bring a
-    snoozed inbox notification back at its time: herald.inbox.snooze).
+    "step" (run one workflow step for one subscriber), "unsnooze" (bring a
+    snoozed inbox notification back at its time: herald.inbox.snooze) or
+    "quiet_received" (tell a subscriber's sockets of an in-app message once
+    their quiet hours are over: herald.realtime.held).
     """
 
     __tablename__ = "jobs"

@@ -10,12 +10,15 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import update
 
 from herald.app import build_worker
 from herald.engine import runner
 from herald.engine.quiet_hours import DAYS, held_until, parse_time
 from herald.engine.worker import Worker
 from herald.kit.time import isoformat, utcnow
+from herald.models import Job
+from herald.realtime.held import HELD_RECEIVED_JOB
 from tests.conftest import Tenancy
 from tests.engine.conftest import details_of, fast_forward, jobs_of, messages_of, trigger
 from tests.fixtures import peers
@@ -198,3 +201,51 @@ async def test_a_critical_workflow_ignores_the_schedule(
     [request] = peer.requests_to(TWILIO_PATH)
     assert request.form_value("Body") == "Order C-3 shipped"
     assert all(job.status == "completed" for job in await jobs_of(app, transaction) if job.kind == "step")
+
+
+async def held_events(app: FastAPI, transaction_id: str) -> list[Job]:
+    return [job for job in await jobs_of(app, transaction_id) if job.kind == HELD_RECEIVED_JOB]
+
+
+async def test_an_in_app_message_is_stored_at_once_and_its_socket_event_waits_in_a_job_that_survives_a_restart(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, clock: Clock
+) -> None:
+    """Two in-app steps: the first is settled in its expansion, the second runs as a step; both are held alike."""
+    schedule, opens = only_tomorrow(utcnow())
+    subscriber = await subscriber_with_schedule(api, schedule)
+    second = {"name": "inbox again", "template": {"type": "in_app", "content": "Again {{payload.order}}"}}
+    workflow = await create_workflow(api, steps=[IN_APP, second])
+    transaction = (await trigger(api, workflow["triggers"][0]["identifier"], subscriber["subscriberId"], payload={"order": "D-4"}))["transactionId"]
+    await worker.run_until_idle()
+
+    # Both messages are in the inbox at once; each one's event waits for the opening, in a job of the queue.
+    messages = await messages_of(app, tenancy.environment_id, transaction_id=transaction)
+    assert sorted(m.content for m in messages) == ["Again D-4", "Order D-4"]
+    held = await held_events(app, transaction)
+    assert sorted(job.event_id for job in held) == sorted(m.id for m in messages)
+    assert all(job.status == "queued" and job.run_at == opens and job.subscriber_id == subscriber["_id"] for job in held)
+    assert {job.step_type: job.status for job in await jobs_of(app, transaction) if job.kind == "step"} == {"in_app": "completed"}
+    texts = [detail.detail for detail in await details_of(app, transaction)]
+    assert texts.count(f"Real-time notification held by the subscriber's delivery schedule until {isoformat(opens)} (UTC)") == 2, texts
+
+    # A new worker (a restart), at the opening hour: it takes the jobs and is done with them.
+    clock.now = opens + timedelta(minutes=5)
+    async with app.state.sessionmaker() as session:
+        await session.execute(update(Job).where(Job.kind == HELD_RECEIVED_JOB, Job.transaction_id == transaction).values(run_at=utcnow()))
+        await session.commit()
+    restarted = build_worker(replace(app.state.settings, retry_base_seconds=0.01), app.state.sessionmaker)
+    try:
+        await restarted.run_until_idle()
+    finally:
+        await restarted.http.aclose()
+    assert await held_events(app, transaction) == []
+
+
+async def test_a_critical_workflow_s_in_app_event_is_not_held(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker) -> None:
+    schedule, _ = only_tomorrow(utcnow())
+    subscriber = await subscriber_with_schedule(api, schedule)
+    workflow = await create_workflow(api, steps=[IN_APP], critical=True)
+    transaction = (await trigger(api, workflow["triggers"][0]["identifier"], subscriber["subscriberId"], payload={"order": "E-5"}))["transactionId"]
+    await worker.run_until_idle()
+    assert [m.channel for m in await messages_of(app, tenancy.environment_id, transaction_id=transaction)] == ["in_app"]
+    assert await held_events(app, transaction) == []

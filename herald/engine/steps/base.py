@@ -180,6 +180,8 @@ class StepOutcome:
     error_text: str | None = None
     # Stop the workflow here: the steps after this one are canceled (a throttled run).
     halt: bool = False
+    # An in-app message created in the subscriber's quiet hours: its socket event waits until then (herald.realtime.held).
+    received_held_until: datetime | None = None
 
     @classmethod
     def done(cls, detail: str, **kwargs: Any) -> StepOutcome:

@@ -38,6 +38,7 @@ import multiprocessing
 import socket
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.sharedctypes import Synchronized
 from typing import Any
@@ -210,10 +211,39 @@ class Throughput:
     per_second: list[float] = field(default_factory=list)
     drained: bool = True
     errors: list[str] = field(default_factory=list)
+    # CPU microseconds an email over the window, by part (api, workers, database, peer).
+    cpu_per_email_us: dict[str, float] = field(default_factory=dict)
 
 
-async def sustain(api: Api, workflow: str, integration: str, peer: Peer, options: EmailOptions) -> Throughput:
-    """Keep a backlog of one-email triggers for ``integration`` and count what ``peer`` receives each second."""
+CpuReading = Callable[[], dict[str, float]]
+
+
+def cpu_reader(environment: Environment, deployment: Any, peer: Peer) -> CpuReading:
+    """CPU seconds used so far by Herald's API process, its workers, the database's backends and the peer."""
+
+    def total(pids: list[int]) -> float:
+        return sum(harness.cpu_seconds(pid) for pid in pids)
+
+    def read() -> dict[str, float]:
+        return {
+            "api": total(deployment.api.pids()),
+            "workers": total([pid for worker in deployment.workers for pid in worker.pids()]),
+            "database": total(environment.store.backend_pids()),
+            "peer": total(peer.pids()),
+        }
+
+    return read
+
+
+async def sustain(
+    api: Api, workflow: str, integration: str, peer: Peer, options: EmailOptions, cpu: CpuReading | None = None
+) -> Throughput:
+    """Keep a backlog of one-email triggers for ``integration`` and count what ``peer`` receives each second.
+
+    With ``cpu``, the CPU each part spent over the measured window is divided
+    by the emails received in it: the cost of an email, which unlike the rate
+    does not fall when something else takes the machine's cores.
+    """
     outcome = Throughput()
     base = peer.received
     state = {"accepted": 0, "fastest": 0.0}
@@ -249,10 +279,13 @@ async def sustain(api: Api, workflow: str, integration: str, peer: Peer, options
                 await asyncio.sleep(0.2)
 
     samples: list[tuple[float, int]] = []
+    spent: list[dict[str, float]] = []
 
     async def sample() -> None:
         while not samples or samples[-1][0] < window_end:
             now, count = time.monotonic(), peer.received
+            if cpu is not None and now >= window_start and not spent:
+                spent.append(cpu())
             if samples and now > samples[-1][0]:
                 state["fastest"] = max(state["fastest"], (count - samples[-1][1]) / (now - samples[-1][0]))
             samples.append((now, count))
@@ -261,6 +294,8 @@ async def sustain(api: Api, workflow: str, integration: str, peer: Peer, options
     sampler = asyncio.create_task(sample())
     await asyncio.gather(feed(), feed())
     await sampler
+    if cpu is not None and spent:
+        spent.append(cpu())
     inside = [(t, n) for t, n in samples if t >= window_start]
     if len(inside) >= 2:
         outcome.seconds = inside[-1][0] - inside[0][0]
@@ -268,6 +303,10 @@ async def sustain(api: Api, workflow: str, integration: str, peer: Peer, options
         outcome.rate = outcome.delivered / outcome.seconds
         outcome.per_second = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(inside, inside[1:], strict=False)]
         outcome.slowest = min(outcome.per_second) if outcome.per_second else None
+        if len(spent) == 2 and outcome.delivered:
+            outcome.cpu_per_email_us = {
+                part: round((spent[1][part] - spent[0][part]) / outcome.delivered * 1e6) for part in spent[0]
+            }
     outcome.accepted = state["accepted"]
     # Everything accepted reaches the peer before the next measurement starts.
     deadline = time.monotonic() + 60 + outcome.accepted / 100
@@ -329,7 +368,7 @@ async def measure_on(
         )
         for name, identifier, peer in (("smtp", "bench-smtp", sink), ("http", "bench-sendgrid", sendgrid)):
             opened_before = peer.connections.value
-            outcome = await sustain(api, workflow, identifier, peer, options)
+            outcome = await sustain(api, workflow, identifier, peer, options, cpu_reader(environment, deployment, peer))
             # The sink counts its connections; the HTTP peer does not (httpx keeps its own pool).
             connections = peer.connections.value - opened_before if name == "smtp" else None
             figures[name] = {
@@ -342,6 +381,7 @@ async def measure_on(
                 "connections": connections,
                 "drained": outcome.drained,
                 "errors": outcome.errors,
+                "cpu_per_email_us": outcome.cpu_per_email_us,
             }
             say(
                 f"email {name}: {outcome.rate:.0f} emails/s over {outcome.seconds:.0f} s "
@@ -351,6 +391,13 @@ async def measure_on(
                 + (f"; errors: {outcome.errors}" if outcome.errors else "")
             )
             say(f"email {name}, each second (emails/s): " + " ".join(f"{rate:.0f}" for rate in outcome.per_second))
+            if outcome.cpu_per_email_us:
+                parts = outcome.cpu_per_email_us
+                say(
+                    f"email {name}, CPU an email (µs): "
+                    + ", ".join(f"{part} {value:g}" for part, value in parts.items())
+                    + f"; Herald's (API, workers, database) {parts['api'] + parts['workers'] + parts['database']:g}"
+                )
     finally:
         sink.stop()
         sendgrid.stop()

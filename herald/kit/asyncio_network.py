@@ -24,6 +24,8 @@ import httpcore
 from httpcore._utils import is_socket_readable
 
 _READ_ERRORS = (OSError, ssl.SSLError, EOFError)
+# Writes up to this size wait for the next write or read (see AsyncioStream.write).
+_HOLD_BYTES = 16 * 1024
 
 
 class AsyncioStream(httpcore.AsyncNetworkStream):
@@ -32,8 +34,13 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader = reader
         self._writer = writer
+        self._held = b""
+        # HTTP/1.1 only: an HTTP/2 connection's streams write and read from several tasks.
+        self._hold_writes = True
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._held:
+            await self._send(b"", timeout)
         try:
             async with asyncio.timeout(timeout):
                 return await self._reader.read(max_bytes)
@@ -43,8 +50,24 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
             raise httpcore.ReadError(str(exc) or type(exc).__name__) from exc
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        """Write ``buffer``; a small one waits for what comes next, so a request goes out in one send.
+
+        httpcore writes an HTTP/1.1 request's head and its body separately:
+        two system calls, each running the loopback's or the NIC's path (and
+        for TLS two records). A small write is held until the next write or
+        read, so head and body leave together; nothing is held past a read,
+        since a request is always written before its answer is read.
+        """
         if not buffer:
             return
+        if self._hold_writes and not self._held and len(buffer) <= _HOLD_BYTES:
+            self._held = bytes(buffer)
+            return
+        await self._send(buffer, timeout)
+
+    async def _send(self, buffer: bytes, timeout: float | None) -> None:
+        if self._held:
+            buffer, self._held = self._held + buffer, b""
         try:
             self._writer.write(buffer)
             async with asyncio.timeout(timeout):
@@ -56,6 +79,9 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
 
     async def aclose(self) -> None:
         # Closing does not wait for the peer: a pool closing idle connections must not hang on one.
+        if self._held:
+            self._writer.write(self._held)
+            self._held = b""
         self._writer.close()
 
     async def start_tls(
@@ -70,6 +96,8 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         except _READ_ERRORS as exc:
             self._writer.close()
             raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
+        ssl_object = self._writer.get_extra_info("ssl_object")
+        self._hold_writes = ssl_object is None or ssl_object.selected_alpn_protocol() != "h2"
         return self
 
     def get_extra_info(self, info: str) -> typing.Any:

@@ -90,3 +90,28 @@ async def test_a_server_that_closes_without_answering_is_a_protocol_error_not_a_
     async with server, client() as http:
         with pytest.raises(httpx.RemoteProtocolError):
             await http.get(f"http://127.0.0.1:{port}/")
+
+
+async def test_heads_bodies_and_large_bodies_all_arrive_whole() -> None:
+    """A request's small writes are held until the next write or the read of the answer: none is left behind."""
+    received: list[bytes] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                break
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0)
+            received.append(head.split(b"\r\n")[0] + b" " + (await reader.readexactly(length) if length else b""))
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            await writer.drain()
+        writer.close()
+
+    large = b"x" * 100_000
+    server, port = await serve(handler)
+    async with server, client() as http:
+        assert (await http.get(f"http://127.0.0.1:{port}/no-body")).status_code == 200
+        assert (await http.post(f"http://127.0.0.1:{port}/small", content=b"hello")).status_code == 200
+        assert (await http.post(f"http://127.0.0.1:{port}/large", content=large)).status_code == 200
+    assert received == [b"GET /no-body HTTP/1.1 ", b"POST /small HTTP/1.1 hello", b"POST /large HTTP/1.1 " + large]

@@ -185,7 +185,7 @@ def create_app(settings: Settings | None = None) -> HeraldApp:
                 # Connections of its own that read by index (kit.db.create_engine);
                 # SQLite keeps its one connection per process.
                 worker_engine = create_engine(
-                    settings.database_url, pool_size=max(2, settings.worker_concurrency), index_reads=True
+                    settings.database_url, pool_size=settings.worker_pool_size, index_reads=True
                 )
                 worker_sessions = create_sessionmaker(
                     worker_engine, after_commit=ring_on_commit(job_signal), after_rollback=forget_on_rollback

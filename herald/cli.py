@@ -244,7 +244,7 @@ def cmd_worker(settings: Settings, args: argparse.Namespace) -> int:
             ) from None
 
     async def run() -> None:
-        engine = create_engine(settings.database_url, pool_size=max(2, settings.worker_concurrency), index_reads=True)
+        engine = create_engine(settings.database_url, pool_size=settings.worker_pool_size, index_reads=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -296,7 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler=cmd_serve, needs_schema=True)
 
     worker = commands.add_parser("worker", help="run job workers without the API")
-    worker.add_argument("--concurrency", type=int, default=0, help="jobs run at once (default 8)")
+    worker.add_argument("--concurrency", type=int, default=0, help="jobs run at once (default 24)")
     worker.add_argument("--nice", type=int, default=None, help="lower this process's CPU priority by N (default HERALD_WORKER_NICE, 10; 0 keeps it, and the worker then does not give way to busy API processes either)")
     worker.set_defaults(handler=cmd_worker, needs_schema=True)
 

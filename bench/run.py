@@ -646,6 +646,7 @@ class Run:
                             "received",
                             "connections",
                             "drained",
+                            "cpu_per_email_us",
                         )
                     },
                 )

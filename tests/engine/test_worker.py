@@ -608,7 +608,12 @@ async def test_a_fan_out_larger_than_the_batch_is_left_queued_for_every_worker(
 
 
 def _count_wakes(monkeypatch: pytest.MonkeyPatch) -> list[None]:
-    """Each call to queue.wake_workers (the NOTIFY that makes every listening worker claim)."""
+    """Each call to queue.wake_workers (the NOTIFY that makes every listening worker claim).
+
+    Callers drain what earlier tests left due first (``worker.run_until_idle``
+    before their trigger): a leftover job sharing the counted round may wake
+    the workers for its own next step.
+    """
     wakes: list[None] = []
     wake = queue.wake_workers
 
@@ -624,6 +629,7 @@ async def test_an_expansion_whose_steps_this_worker_takes_wakes_no_other_worker(
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     workflow = await create_workflow(api)
+    await worker.run_until_idle()
     result = await trigger(api, workflow_name(workflow), unique("quiet"), payload={"name": "Ada"})
     wakes = _count_wakes(monkeypatch)
 
@@ -638,6 +644,7 @@ async def test_a_finished_step_wakes_the_workers_only_when_it_released_the_next(
 ) -> None:
     steps = [IN_APP, {**IN_APP, "name": "again"}]
     workflow = await create_workflow(api, steps=steps)
+    await worker.run_until_idle()
     result = await trigger(api, workflow_name(workflow), unique("chain"), payload={"item": "x"})
     wakes = _count_wakes(monkeypatch)
 
@@ -653,6 +660,7 @@ async def test_an_expansion_that_leaves_steps_queued_wakes_the_workers(
 ) -> None:
     worker.batch_size = worker.runner.batch_size = 3
     workflow = await create_workflow(api)
+    await worker.run_until_idle()
     result = await trigger(api, workflow_name(workflow), [unique("wide") for _ in range(4)])
     wakes = _count_wakes(monkeypatch)
 

@@ -89,7 +89,7 @@ class HeraldApp(FastAPI):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         realtime = self.realtime
         if realtime is not None and scope["type"] != "lifespan" and scope["path"].startswith(SOCKET_PATH):
-            await realtime(scope, receive, send)
+            await realtime.handle_request(scope, receive, send)
             return
         direct = self.direct
         if direct is not None and direct.endpoint_for(scope) is not None:

@@ -196,6 +196,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from herald.app import create_app
+    from herald.realtime.server import UVICORN_WEBSOCKET_OPTIONS
 
     # The flags win; without them HERALD_HOST and HERALD_PORT (what bootstrap --announce shows).
     settings = load_settings(
@@ -213,11 +214,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         access_log=False,
         proxy_headers=True,
         server_header=False,
-        # The Inbox's sockets (herald/realtime), held by the thousand: no compression (its events are
-        # small JSON, and a deflate context per socket held about 40 KB), and no websocket pings of the
-        # server's own (socket.io pings every 25 s).
-        ws_per_message_deflate=False,
-        ws_ping_interval=None,
+        # The Inbox's sockets (herald/realtime), held by the thousand: see UVICORN_WEBSOCKET_OPTIONS.
+        **UVICORN_WEBSOCKET_OPTIONS,
     )
     return 0
 

@@ -230,11 +230,6 @@ async def test_the_socket_server_writes_only_a_rooms_first_and_last_socket(
     try:
         room = f"{subscriber['_environmentId']}:{subscriber['_id']}"
 
-        class Principal:
-            environment_id = subscriber["_environmentId"]
-            subscriber_id = subscriber["_id"]
-
-        realtime._principal_of_room[room] = Principal()  # type: ignore[assignment]
         realtime.sockets[room] = 1
         await realtime._record(room)
         realtime.sockets[room] = 2  # a second tab: no write
@@ -244,7 +239,6 @@ async def test_the_socket_server_writes_only_a_rooms_first_and_last_socket(
         assert await presence_of(app, realtime.process_id) == set()
         assert (await subscriber_row(app, subscriber["_id"])).is_online is False
 
-        realtime._principal_of_room[room] = Principal()  # type: ignore[assignment]
         realtime.sockets[room] = 1
         await realtime._record(room)
         assert (await subscriber_row(app, subscriber["_id"])).is_online is True
@@ -292,11 +286,6 @@ async def test_a_process_swept_while_alive_writes_its_presence_again_at_its_next
     try:
         room = f"{subscriber['_environmentId']}:{subscriber['_id']}"
 
-        class Principal:
-            environment_id = subscriber["_environmentId"]
-            subscriber_id = subscriber["_id"]
-
-        realtime._principal_of_room[room] = Principal()  # type: ignore[assignment]
         realtime.sockets[room] = 1
         await realtime._record(room)
         # Frozen past its row's life: another process sweeps it.

@@ -196,7 +196,7 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     import uvicorn
 
     from herald.app import create_app
-    from herald.realtime.server import UVICORN_WEBSOCKET_OPTIONS
+    from herald.realtime.server import uvicorn_websocket_options
 
     # The flags win; without them HERALD_HOST and HERALD_PORT (what bootstrap --announce shows).
     settings = load_settings(
@@ -214,8 +214,8 @@ def cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         access_log=False,
         proxy_headers=True,
         server_header=False,
-        # The Inbox's sockets (herald/realtime), held by the thousand: see UVICORN_WEBSOCKET_OPTIONS.
-        **UVICORN_WEBSOCKET_OPTIONS,
+        # The Inbox's sockets (herald/realtime), held by the thousand: see uvicorn_websocket_options.
+        **uvicorn_websocket_options(),
     )
     return 0
 

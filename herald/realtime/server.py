@@ -37,7 +37,7 @@ from herald.kit.auth import verify_subscriber_token
 from herald.kit.db import listen_until, session_scope
 from herald.kit.errors import UnauthorizedError
 from herald.kit.ids import short_id
-from herald.realtime import service
+from herald.realtime import service, websocket
 from herald.realtime.eio import create_server
 from herald.realtime.signals import CHANNEL, RECEIVED, Change
 
@@ -45,13 +45,18 @@ logger = logging.getLogger("herald.realtime")
 
 PATH = "/socket.io/"
 
-# How uvicorn serves these sockets (``herald serve``, and the tests' server):
-# wsproto, whose connection holds about 2.5 KB less than websockets' sans-I/O
-# one (20.4 against 22.9 KB an idle socket, 2,000 sockets, 2026-11-25); no
-# permessage-deflate (the events are small JSON, and a deflate context held
-# about 40 KB a socket: a browser that offers it is answered without it); no
-# websocket pings of uvicorn's own (engine.io pings every 25 s).
-UVICORN_WEBSOCKET_OPTIONS: dict[str, Any] = {"ws": "wsproto", "ws_per_message_deflate": False, "ws_ping_interval": None}
+
+def uvicorn_websocket_options() -> dict[str, Any]:
+    """How uvicorn serves these sockets (``herald serve``, and the tests' server).
+
+    uvicorn's wsproto websocket (herald.realtime.websocket), whose connection
+    holds about 2.5 KB less than websockets' sans-I/O one (20.4 against 22.9 KB
+    an idle socket, 2,000 sockets, 2026-11-25); no permessage-deflate (the
+    events are small JSON, and a deflate context held about 40 KB a socket: a
+    browser that offers it is answered without it); no websocket pings of
+    uvicorn's own (engine.io pings every 25 s).
+    """
+    return {"ws": websocket.protocol(), "ws_per_message_deflate": False, "ws_ping_interval": None}
 
 
 def room_of(environment_id: str, subscriber_id: str) -> str:

@@ -24,7 +24,7 @@ import websockets
 from engineio.async_drivers import asgi
 
 from herald.realtime import eio
-from herald.realtime.server import UVICORN_WEBSOCKET_OPTIONS
+from herald.realtime.server import uvicorn_websocket_options
 from tests.fixtures.server import free_port
 
 PING_INTERVAL = 1.0
@@ -71,7 +71,7 @@ def serving(lean: bool) -> Iterator[Served]:
         served.loop = asyncio.get_running_loop()
         await server.eio.handle_request(scope, receive, send)
 
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **UVICORN_WEBSOCKET_OPTIONS)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **uvicorn_websocket_options())
     uvicorn_server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(uvicorn_server.serve()), daemon=True)
     thread.start()

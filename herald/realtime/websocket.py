@@ -1,4 +1,4 @@
-"""uvicorn's wsproto websocket for the Inbox's sockets, with a receive queue and a writable flag that hold less.
+"""uvicorn's wsproto websocket for the Inbox's sockets, holding less while a socket is open.
 
 uvicorn 0.54.0's ``WSProtocol`` gives every connection an ``asyncio.Queue``
 for the ASGI receive events and an ``asyncio.Event`` for its write flow
@@ -8,26 +8,28 @@ of 64 slots up front: 760 bytes each, 3.8 KB an idle socket of the 20 it holds
 (tracemalloc, 1,000 idle sockets of Herald, 2026-11-25). :class:`ReceiveQueue`
 and :class:`Flag` do what uvicorn asks of them (``put_nowait``, ``get``,
 ``empty``; ``set``, ``clear``, ``wait``) with a list each, empty until
-something waits; everything else is uvicorn's own. An idle socket went from
-22.7 to about 19 KB of the API process (``python -m bench.realtime``, 2,000
-sockets).
+something waits. And once the connection is accepted, wsproto's handshake
+state (its h11 connection, the request with its headers, an event deque:
+about 2.5 KB, none of it read again; the scope keeps the headers) is let go.
+Everything else is uvicorn's own.
 
-Pinned to the uvicorn in requirements.lock (``PINNED``): with another version
-installed :func:`protocol` logs a warning and answers uvicorn's own
-``"wsproto"``, which works the same with more memory, until this is checked
-against it.
+Pinned to the uvicorn and wsproto in requirements.lock (``PINNED``): with
+other versions installed :func:`protocol` logs a warning and answers
+uvicorn's own ``"wsproto"``, which works the same with more memory, until
+this is checked against them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 from importlib.metadata import version
 from typing import Any
 
 logger = logging.getLogger("herald.realtime")
 
-PINNED = "0.54.0"
+PINNED = {"uvicorn": "0.54.0", "wsproto": "1.3.2"}
 
 
 class ReceiveQueue:
@@ -103,11 +105,27 @@ class Flag:
         return True
 
 
+class OpenedHandshake:
+    """A ``wsproto.WSConnection``'s handshake once its connection is open (wsproto 1.3.2).
+
+    ``WSConnection`` reads its handshake again only in ``events()``, which
+    yields the handshake's events first: none are left once it has accepted.
+    """
+
+    __slots__ = ()
+
+    def events(self) -> Iterator[Any]:
+        return iter(())
+
+
+OPENED = OpenedHandshake()
+
+
 def _lean_protocol() -> type[asyncio.Protocol]:
     from uvicorn.protocols.websockets.wsproto_impl import WSProtocol
 
     class LeanWSProtocol(WSProtocol):
-        """uvicorn 0.54.0's ``WSProtocol`` with :class:`ReceiveQueue` and :class:`Flag`."""
+        """uvicorn 0.54.0's ``WSProtocol`` with :class:`ReceiveQueue` and :class:`Flag`, its handshake let go once open."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
@@ -115,15 +133,20 @@ def _lean_protocol() -> type[asyncio.Protocol]:
             self.writable = Flag()  # type: ignore[assignment]
             self.writable.set()
 
+        async def send(self, message: Any) -> None:
+            await super().send(message)
+            if message["type"] == "websocket.accept" and self.conn.connection is not None:
+                self.conn.handshake = OPENED  # type: ignore[assignment]
+
     return LeanWSProtocol
 
 
 def protocol() -> type[asyncio.Protocol] | str:
     """What ``herald serve`` gives uvicorn as ``ws``: the lean protocol if uvicorn is the pinned version, else ``"wsproto"``."""
-    installed = version("uvicorn")
+    installed = {name: version(name) for name in PINNED}
     if installed != PINNED:
         logger.warning(
-            "herald.realtime.websocket was written for uvicorn %s but %s is installed: serving the Inbox socket "
+            "herald.realtime.websocket was written for %s but %s is installed: serving the Inbox socket "
             "with uvicorn's own wsproto protocol (more memory a socket) until it is checked",
             PINNED,
             installed,

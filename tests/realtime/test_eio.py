@@ -23,7 +23,7 @@ import uvicorn
 import websockets
 from engineio.async_drivers import asgi
 
-from herald.realtime import eio
+from herald.realtime import eio, websocket
 from herald.realtime.server import uvicorn_websocket_options
 from tests.fixtures.server import free_port
 
@@ -37,6 +37,7 @@ class Served:
         self.url = url
         self.loop: asyncio.AbstractEventLoop | None = None
         self.disconnects: list[tuple[str, str]] = []
+        self.uvicorn: uvicorn.Server | None = None
 
 
 @contextmanager
@@ -72,7 +73,7 @@ def serving(lean: bool) -> Iterator[Served]:
         await server.eio.handle_request(scope, receive, send)
 
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **uvicorn_websocket_options())
-    uvicorn_server = uvicorn.Server(config)
+    uvicorn_server = served.uvicorn = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(uvicorn_server.serve()), daemon=True)
     thread.start()
     deadline = time.monotonic() + 15
@@ -244,3 +245,19 @@ async def test_the_environ_reads_as_the_asgi_drivers() -> None:
     assert ours["HTTP_ACCEPT_LANGUAGE"] == "en,fr" and ours["wsgi.url_scheme"] == "https"
     assert ours.get("HTTP_COOKIE") is None and "HTTP_COOKIE" not in ours
     assert await ours["wsgi.input"].read() == b""
+
+
+async def test_an_open_websocket_holds_no_handshake_state() -> None:
+    """herald.realtime.websocket lets wsproto's handshake go once accepted; the socket still pings and receives."""
+    with serving(lean=True) as served:
+        connection, _ = await open_socket(served.url)
+        try:
+            assert served.uvicorn is not None
+            protocols = [c for c in served.uvicorn.server_state.connections if hasattr(c, "conn")]
+            assert len(protocols) == 1 and protocols[0].conn.handshake is websocket.OPENED
+            assert await asyncio.wait_for(connection.recv(), 3) == "2"
+            await connection.send("3")
+            run_on(served, served.server.emit("seq", {"n": 1}, room="room"))
+            assert await asyncio.wait_for(connection.recv(), 3) == '42["seq",{"n":1}]'
+        finally:
+            await connection.close()

@@ -17,10 +17,10 @@ from herald.realtime.server import uvicorn_websocket_options
 
 
 def test_serve_takes_the_lean_wsproto_protocol_with_the_pinned_uvicorn() -> None:
-    """A new uvicorn in the lock needs herald.realtime.websocket checked against it (then PINNED updated)."""
+    """A new uvicorn or wsproto in the lock needs herald.realtime.websocket checked against it (then PINNED updated)."""
     from uvicorn.protocols.websockets.wsproto_impl import WSProtocol
 
-    assert version("uvicorn") == websocket.PINNED
+    assert {name: version(name) for name in websocket.PINNED} == websocket.PINNED
     options = uvicorn_websocket_options()
     assert isinstance(options["ws"], type) and issubclass(options["ws"], WSProtocol)
     assert options["ws_per_message_deflate"] is False and options["ws_ping_interval"] is None

@@ -26,13 +26,21 @@ them its own):
   call for ``wsgi.input``, 2.5 KB alone) which socket.io keeps for the
   socket's life. :class:`ScopeEnviron` answers the same keys from the ASGI
   scope uvicorn already holds.
+- **Fewer frames held.** The reader runs right under ``_handle_connect``,
+  and ``handle_request`` for a websocket that opens a socket does engine.io's
+  checks without keeping the parsed query (the token again) in its frame.
 
-Together these take an idle socket from 46 KB to about 20 KB of the API
-process (``python -m bench.realtime --quick``, docs/performance.md).
+The first three took an idle socket of Herald from 46.1 to 29.0 KB of the API
+process (``python -m bench.realtime --quick``); with the frames, Herald's own
+trimming and uvicorn's wsproto websocket, 22.7 KB (2,000 sockets;
+herald.realtime.websocket takes it further, docs/performance.md). In a bare
+server under the same uvicorn, sending an event costs less CPU too (34.5
+against 47.8 µs, no writer task to wake).
 
 They subclass internals of python-engineio 4.15.1 and python-socketio 5.18.1
-(``AsyncSocket``, ``AsyncServer._handle_connect``, the ASGI driver's
-``translate_request`` and ``WebSocket``, ``socketio.AsyncServer._engineio_server_class``),
+(``AsyncSocket``, ``AsyncServer.handle_request`` and ``_handle_connect``, the
+ASGI driver's ``translate_request`` and ``WebSocket``,
+``socketio.AsyncServer._engineio_server_class``),
 the versions in requirements.lock. With other versions installed
 :func:`create_server` logs a warning and serves with the library's own
 classes, which work the same, only heavier, until this module is checked
@@ -285,6 +293,7 @@ class PingTimer:
         self.pings: deque[tuple[float, LeanSocket]] = deque()
         self.deadlines: deque[tuple[float, LeanSocket, float]] = deque()
         self._handle: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._armed_at = 0.0
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -300,11 +309,13 @@ class PingTimer:
         )
         if due == float("inf"):
             return
-        if self._handle is not None:
+        if self._handle is not None and self._loop is loop:
             if self._armed_at <= due:
                 return
             self._handle.cancel()
+        # (A timer of another event loop, one that served this server before, is not waited for.)
         self._armed_at = due
+        self._loop = loop
         self._handle = loop.call_at(due, self._fire)
 
     def _fire(self) -> None:

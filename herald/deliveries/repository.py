@@ -5,9 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sqlalchemy import or_, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.models import ExecutionDetail, Integration, Message
+from herald.kit.time import utcnow
+from herald.models import DeliveryEventKey, ExecutionDetail, Integration, Message
+
+# Keys inserted per statement (four bound values each: well within SQLite's limit).
+KEYS_PER_INSERT = 500
 
 
 class DeliveryRepository:
@@ -48,6 +54,33 @@ class DeliveryRepository:
             )
         )
         return result.scalar_one_or_none()
+
+    async def claim_event_keys(self, environment_id: str, integration_id: str, keys: Sequence[str]) -> set[str]:
+        """Insert the events' keys of the integration; answer those that were new, to be recorded.
+
+        ``INSERT ... ON CONFLICT DO NOTHING RETURNING``: on PostgreSQL a copy of
+        the request arriving at the same moment waits on the other's
+        uncommitted key, then inserts nothing once it commits (and claims the
+        key if it rolls back), so an event is recorded by one request only.
+        Sorted, so two requests sharing keys take them in the same order.
+        """
+        if not keys:
+            return set()
+        insert = pg_insert if self.session.get_bind().dialect.name == "postgresql" else sqlite_insert
+        table = DeliveryEventKey.__table__
+        now = utcnow()
+        ordered = sorted(set(keys))
+        claimed: set[str] = set()
+        for start in range(0, len(ordered), KEYS_PER_INSERT):
+            rows = [
+                {"environment_id": environment_id, "integration_id": integration_id, "event_key": key, "created_at": now}
+                for key in ordered[start : start + KEYS_PER_INSERT]
+            ]
+            result = await self.session.execute(
+                insert(table).values(rows).on_conflict_do_nothing().returning(table.c.event_key)
+            )
+            claimed.update(result.scalars())
+        return claimed
 
     def add_detail(self, detail: ExecutionDetail) -> None:
         self.session.add(detail)

@@ -51,6 +51,10 @@ class DeliveryEvent:
     ``reference`` is how the provider names the message: Herald's message id or
     the provider's own id for it (``provider_message_id``). ``raw`` is the
     provider's event as received, kept as the execution detail's evidence.
+    ``key`` is the event's identity (:func:`herald.providers.inbound.event_key`),
+    set by a provider's own reader so that an event delivered twice is recorded
+    once; an event without one (the generic form of ``activity.track``) is
+    recorded every time it is posted.
     """
 
     reference: str
@@ -59,6 +63,7 @@ class DeliveryEvent:
     raw: dict[str, Any] = field(default_factory=dict)
     attempts: int | None = None
     response: str | None = None
+    key: str | None = None
 
 
 class EventBody(Schema):

@@ -7,6 +7,11 @@ herald/deliveries/parsers.py), each becomes an execution detail of the job that
 sent the message (source ``Webhook``, the provider's event as ``raw``) and,
 where the event says so, a change of the message's own state: a bounce or a
 rejection is the message's ``error``, an open or a click marks it seen.
+
+Providers deliver their webhooks at least once, so an event read from a
+provider's webhook carries its identity (``DeliveryEvent.key``) and is
+recorded once per integration: a copy (a retry, a replay, the same event twice
+in a batch) is answered as the first was but records and changes nothing.
 """
 
 from __future__ import annotations
@@ -133,6 +138,14 @@ async def record_delivery_events(
     of the batch is recorded, so a provider retrying it records each event once.
     With ``skip_unknown`` (a provider's own webhook, which reports every mail of
     the account, Herald's or not) such an event is left out instead.
+
+    An event with a ``key`` already recorded for the integration (by an earlier
+    request, one running at the same moment, or earlier in this batch) is in
+    the answer, as it was the first time, but adds no detail and moves
+    nothing: the provider gets the same answer and stops retrying. Keys are
+    claimed only for events of Herald's messages (the rest are not kept), after
+    the messages are locked, in this transaction: a batch refused, or rolled
+    back, claims none.
     """
     repository = DeliveryRepository(session)
     messages = await repository.messages_named(integration.environment_id, [event.reference for event in events])
@@ -146,11 +159,20 @@ async def record_delivery_events(
     for event in events:
         if event.reference not in by_reference:
             raise NotFoundError(f"Message with id {event.reference} not found")
+    claimed = await repository.claim_event_keys(
+        integration.environment_id, integration.id, [event.key for event in events if event.key is not None]
+    )
     results = []
     # Each message whose delivery status the batch moved, and to what.
     reached: list[tuple[Message, str]] = []
     for event in events:
         message = by_reference[event.reference]
+        results.append(_result(event, message))
+        if event.key is not None:
+            if event.key not in claimed:
+                continue
+            # A second copy in the same batch finds it taken.
+            claimed.discard(event.key)
         repository.add_detail(
             ExecutionDetail(
                 environment_id=message.environment_id,
@@ -171,7 +193,6 @@ async def record_delivery_events(
         _apply(message, integration.provider_id, event)
         if message.delivery_status != before:
             reached.append((message, message.delivery_status or ""))
-        results.append(_result(event, message))
     await session.flush()
     await hand_on_delivery_events(session, integration.environment_id, reached)
     return results

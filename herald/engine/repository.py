@@ -7,7 +7,7 @@ from datetime import datetime
 from functools import cache, partial
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, case, delete, exists, func, literal, or_, select, update
+from sqlalchemy import Select, and_, bindparam, case, delete, exists, func, literal, or_, select, tuple_, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -21,6 +21,7 @@ from herald.kit.db import any_of, any_of_parameter, dialect_of, each_of_paramete
 from herald.kit.ids import new_id
 from herald.kit.time import utcnow
 from herald.models import (
+    DeliveryEventKey,
     EnvironmentVariable,
     Event,
     ExecutionDetail,
@@ -951,6 +952,25 @@ class HistoryRepository:
         return await self._delete(
             Job, (Job.kind == "webhook") & Job.status.in_(("completed", "failed", "canceled")) & (Job.updated_at < before)
         )
+
+    async def delete_delivery_event_keys_before(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` of the delivery events' keys claimed before ``before``, oldest first."""
+        oldest = (
+            select(DeliveryEventKey.environment_id, DeliveryEventKey.integration_id, DeliveryEventKey.event_key)
+            .where(DeliveryEventKey.created_at < before)
+            .order_by(DeliveryEventKey.created_at)
+            .limit(limit)
+        )
+        keys = [tuple(row) for row in (await self.session.execute(oldest)).all()]
+        deleted = 0
+        for chunk in _chunks(keys, 500):
+            deleted += await self._delete(
+                DeliveryEventKey,
+                tuple_(DeliveryEventKey.environment_id, DeliveryEventKey.integration_id, DeliveryEventKey.event_key).in_(
+                    chunk
+                ),
+            )
+        return deleted
 
     async def delete_closed_throttle_windows(self, now: datetime) -> int:
         """Delete throttle windows that closed before ``now``: the next run opens a new one anyway."""

@@ -11,6 +11,12 @@ does, rows expire by age, and two ages apply:
 - messages (the inbox and the record of every email, SMS, chat and push) go
   after ``message_days`` (HERALD_MESSAGE_RETENTION_DAYS, 365).
 
+The keys of the providers' delivery events already recorded
+(``delivery_event_keys``: a copy of an event is recorded once) go with the
+activity, ``notification_days`` after their arrival: providers stop retrying
+within days, and a key outliving its execution detail would only refuse a copy
+whose record is gone anyway.
+
 0 keeps them for ever. Each worker purges every PURGE_SECONDS (worker.py) in
 transactions of bounded size (an event fanned out to 100,000 subscribers goes
 over several), so a purge never holds locks for long and workers purging
@@ -39,6 +45,7 @@ logger = logging.getLogger("herald.retention")
 EVENTS_PER_TRANSACTION = 200
 ROWS_PER_TRANSACTION = 5000
 MESSAGES_PER_TRANSACTION = 2000
+DELIVERY_EVENT_KEYS_PER_TRANSACTION = 5000
 # A purge stops after this many transactions or rows, whichever comes first;
 # what is left waits for the next. A worker purges between rounds of jobs, so
 # this bounds the pause in delivery (50,000 rows: about 1.5 s on PostgreSQL).
@@ -71,10 +78,19 @@ class Purged:
     execution_details: int = 0
     messages: int = 0
     throttle_windows: int = 0
+    delivery_event_keys: int = 0
 
     @property
     def rows(self) -> int:
-        return self.events + self.notifications + self.jobs + self.execution_details + self.messages + self.throttle_windows
+        return (
+            self.events
+            + self.notifications
+            + self.jobs
+            + self.execution_details
+            + self.messages
+            + self.throttle_windows
+            + self.delivery_event_keys
+        )
 
     def __bool__(self) -> bool:
         return self.rows > 0
@@ -158,6 +174,18 @@ async def purge_history(
             await asyncio.sleep(0)
             if deleted < MESSAGES_PER_TRANSACTION:
                 break
+    if retention.notification_days > 0:
+        before = now - timedelta(days=retention.notification_days)
+        while within_budget():
+            transactions += 1
+            async with sessionmaker() as session, session.begin():
+                deleted = await HistoryRepository(session).delete_delivery_event_keys_before(
+                    before, DELIVERY_EVENT_KEYS_PER_TRANSACTION
+                )
+            purged.delivery_event_keys += deleted
+            await asyncio.sleep(0)
+            if deleted < DELIVERY_EVENT_KEYS_PER_TRANSACTION:
+                break
     # Closed throttle windows hold nothing a run needs; they go whatever the retention settings.
     async with sessionmaker() as session, session.begin():
         purged.throttle_windows = await HistoryRepository(session).delete_closed_throttle_windows(now)
@@ -168,12 +196,14 @@ async def purge_history(
             )
     if purged:
         logger.info(
-            "retention: deleted %d events (%d notifications, %d jobs, %d execution details), %d messages and %d closed throttle windows",
+            "retention: deleted %d events (%d notifications, %d jobs, %d execution details), %d messages, "
+            "%d closed throttle windows and %d delivery event keys",
             purged.events,
             purged.notifications,
             purged.jobs,
             purged.execution_details,
             purged.messages,
             purged.throttle_windows,
+            purged.delivery_event_keys,
         )
     return purged

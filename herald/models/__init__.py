@@ -2,6 +2,7 @@
 
 from herald.models.base import Base
 from herald.models.context import Context
+from herald.models.delivery_event import DeliveryEventKey
 from herald.models.environment_variable import EnvironmentVariable
 from herald.models.event import Event, ExecutionDetail, Job, Notification
 from herald.models.integration import Integration
@@ -21,6 +22,7 @@ __all__ = [
     "ApiKey",
     "Base",
     "Context",
+    "DeliveryEventKey",
     "Environment",
     "EnvironmentVariable",
     "Event",

@@ -10,6 +10,12 @@ and reads the body into :class:`~herald.deliveries.schemas.DeliveryEvent`.
 A request whose signature is missing or wrong raises :class:`SignatureRefused`
 before anything of it is trusted; a body that is not the provider's format
 raises :class:`~herald.kit.errors.BadRequestError`.
+
+Providers deliver at least once, so every event a reader gives carries its
+identity, :func:`event_key`: the provider's own id of the event where it has
+one, else a digest of what the event says (the message, the status, the
+event's own time...: never anything that changes from one try to the next,
+such as a signature's timestamp or nonce). Each reader says which, and why.
 """
 
 from __future__ import annotations
@@ -150,6 +156,18 @@ def event_time(value: Any) -> datetime:
             except ValueError:
                 return utcnow()
     return utcnow()
+
+
+def event_key(kind: str, *parts: Any) -> str:
+    """An event's identity: the 64 hex digits of SHA-256 over ``kind`` and ``parts``.
+
+    ``kind`` names what the parts are (``"sg_event_id"``, ``"digest"``...), so a
+    provider's event id can never be taken for a digest of another event. The
+    parts are JSON-encoded together (a missing one as null), so ``("a", "bc")``
+    and ``("ab", "c")`` differ. A fixed width whatever the provider's ids.
+    """
+    content = json.dumps([kind, *parts], separators=(",", ":"), sort_keys=True, default=str)
+    return hashlib.sha256(content.encode()).hexdigest()
 
 
 def text(value: Any) -> str | None:

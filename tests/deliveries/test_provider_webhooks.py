@@ -9,11 +9,13 @@ nothing.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
 import json
 import time
+import uuid
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -29,6 +31,7 @@ from novu_py.models import MessageResponseDto, WebhookResultDto
 from sqlalchemy import select
 
 from herald.deliveries.inbound import ProviderFetch
+from herald.deliveries.repository import DeliveryRepository
 from herald.kit.errors import ServiceUnavailableError
 from herald.kit.ids import new_id
 from herald.kit.outbound import OutboundPolicy
@@ -37,6 +40,7 @@ from herald.models import ExecutionDetail, Job, Message
 from herald.providers.email import ses_events
 from herald.webhooks.events import LISTENING
 from tests.conftest import BASE_URL, Tenancy, assert_error
+from tests.fixtures import stores
 from tests.fixtures.builders import create_integration, create_subscriber, insert_in_app_message
 
 
@@ -418,13 +422,16 @@ async def test_twilio_signature_is_over_the_public_url_when_set(
 
 
 def mailgun_body(message_id: str, event: str, signing_key: str | None, timestamp: int, **data: Any) -> dict[str, Any]:
-    """Mailgun's webhook body (its documentation's sample), signed with ``signing_key`` when given."""
+    """Mailgun's webhook body (its documentation's sample), signed with ``signing_key`` when given.
+
+    Each event has an id of its own, as Mailgun gives it (``event-data.id``: what tells a copy from another event).
+    """
     token = "a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0"
     signed = hmac.new((signing_key or "x").encode(), f"{timestamp}{token}".encode(), hashlib.sha256).hexdigest()
     return {
         "signature": {"timestamp": str(timestamp), "token": token, "signature": signed},
         "event-data": {
-            "id": "CPgfbmQMTCKtHW6uIWtuVe",
+            "id": uuid.uuid4().hex[:22],
             "timestamp": 1767323045.908181,
             "log-level": "info",
             "event": event,
@@ -1017,9 +1024,10 @@ def sns(app: FastAPI) -> Any:
 
 
 def sns_notification(ses_event: dict[str, Any], timestamp: datetime | None = None) -> dict[str, Any]:
+    """An SNS notification carrying ``ses_event``, with a MessageId of its own as SNS gives every notification."""
     return {
         "Type": "Notification",
-        "MessageId": "22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324",
+        "MessageId": str(uuid.uuid4()),
         "TopicArn": TOPIC_ARN,
         "Message": json.dumps(ses_event),
         "Timestamp": isoformat(timestamp or datetime.now(UTC)),
@@ -1167,3 +1175,276 @@ async def test_reaching_back_to_a_provider_goes_through_the_outbound_policy() ->
     finally:
         if fetch.client is not None:
             await fetch.client.aclose()
+
+
+# -- the same event delivered twice ------------------------------------------------------------
+#
+# Providers deliver at least once: a retry after a timeout, or a signed request replayed within its
+# tolerance, brings an event again. Each copy is answered as the first was (the provider stops
+# retrying) and records nothing: one execution detail, one outbound webhook event.
+
+
+async def listen_for_deliveries(api: httpx.AsyncClient, tenancy: Tenancy) -> None:
+    LISTENING.forget(tenancy.environment_id)
+    endpoint = await api.post(
+        "/v1/webhooks/endpoints",
+        json={"url": "https://app.example.com/hooks", "eventTypes": ["message.delivered", "message.bounced"]},
+    )
+    assert endpoint.status_code == 201, endpoint.text
+
+
+async def outbound_events(app: FastAPI, tenancy: Tenancy) -> list[tuple[str, str]]:
+    """The outbound webhook events queued in the environment: (type, messageId)."""
+    async with app.state.sessionmaker() as session:
+        jobs = (
+            await session.execute(select(Job).where(Job.kind == "webhook", Job.environment_id == tenancy.environment_id))
+        ).scalars()
+        events = [json.loads(job.data["body"]) for job in jobs]
+    return sorted((event["type"], event["data"]["messageId"]) for event in events)
+
+
+async def test_sendgrid_the_same_signed_request_twice_records_once(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    """SendGrid's sg_event_id is the event's identity."""
+    await listen_for_deliveries(api, tenancy)
+    private, public = sendgrid_key()
+    setup = await set_up(api, app, tenancy, "sendgrid", "sg-twice", configurations={"inboundWebhookSigningKey": public})
+    now = int(time.time())
+    body = json.dumps(sendgrid_events("sg-twice", now)[1:2]).encode()
+    headers = sendgrid_headers(private, body, now)
+
+    first = await anonymous.post(setup.path, content=body, headers=headers)
+    again = await anonymous.post(setup.path, content=body, headers=headers)
+    assert [r.event.status for r in results(first)] == ["delivered"]
+    assert (again.status_code, again.json()) == (first.status_code, first.json())
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "delivered" and [d.status for d in details] == ["Success"]
+    assert await outbound_events(app, tenancy) == [("message.delivered", setup.message.id)]
+
+    # Another event of the message (its own sg_event_id) is recorded; a copy of it, with the same
+    # sg_event_id, is not, whatever else it says.
+    opened = sendgrid_events("sg-twice", now)[2]
+    for copy in (opened, {**opened, "timestamp": now + 5}):
+        content = json.dumps([copy]).encode()
+        results(await anonymous.post(setup.path, content=content, headers=sendgrid_headers(private, content, now)))
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "opened" and [d.status for d in details] == ["Success", "Success"]
+    assert [d.raw["event"] for d in details] == ["delivered", "open"]
+
+
+async def test_sendgrid_a_batch_carrying_an_event_twice_records_it_once(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    setup = await set_up(api, app, tenancy, "sendgrid", "sg-batch-twice")
+    processed, delivered, opened, clicked, other = sendgrid_events("sg-batch-twice", int(time.time()))
+    body = [processed, delivered, delivered, other, opened, processed]
+    found = results(await anonymous.post(setup.path, json=body))
+    # Answered for every event of Herald's message, copies too (as the first delivery of each was).
+    assert [r.event.status for r in found] == ["accepted", "delivered", "delivered", "opened", "accepted"]
+    after, details = await stored(app, setup.message.id)
+    assert [d.raw["event"] for d in details] == ["processed", "delivered", "open"]
+    assert after.delivery_status == "opened"
+
+
+async def test_sendgrid_events_without_an_event_id_are_known_by_their_content(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    """Without sg_event_id: the recipient's sg_message_id, the event, its timestamp (and URL) tell events apart."""
+    setup = await set_up(api, app, tenancy, "sendgrid", "sg-no-id")
+    sg_message_id = "sg-no-id.filter0001.16648.5515E0B88.0"
+    delivered = {"event": "delivered", "sg_message_id": sg_message_id, "timestamp": 1767323045}
+    opened = {"event": "open", "sg_message_id": sg_message_id, "timestamp": 1767323050}
+    opened_later = {**opened, "timestamp": 1767323060}
+    results(await anonymous.post(setup.path, json=[delivered, delivered, opened]))
+    results(await anonymous.post(setup.path, json=[delivered, opened, opened_later]))
+    _, details = await stored(app, setup.message.id)
+    assert [(d.raw["event"], d.raw["timestamp"]) for d in details] == [
+        ("delivered", 1767323045),
+        ("open", 1767323050),
+        ("open", 1767323060),
+    ]
+
+
+async def test_twilio_the_same_signed_callback_twice_records_once(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    """Twilio's callback has no event id nor time: the sid and the status string are its identity."""
+    await listen_for_deliveries(api, tenancy)
+    sid = "SM00000000000000000000000000twice"
+    setup = await set_up(api, app, tenancy, "twilio", sid, channel="sms")
+    url = f"{BASE_URL}{setup.path}"
+    sent = twilio_post(url, twilio_form(sid, "sent"))
+    delivered = twilio_post(url, twilio_form(sid, "delivered"))
+
+    answers = [await anonymous.post(setup.path, **request) for request in (sent, delivered, delivered, sent)]
+    assert [(r.id, r.event.status) for answer in answers for r in results(answer)] == [
+        (sid, "sent"),
+        (sid, "delivered"),
+        (sid, "delivered"),
+        (sid, "sent"),
+    ]
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "delivered"
+    assert [d.raw["MessageStatus"] for d in details] == ["sent", "delivered"]
+    assert await outbound_events(app, tenancy) == [("message.delivered", setup.message.id)]
+
+
+async def test_ses_the_same_sns_notification_twice_records_once(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient, sns: FakeSns
+) -> None:
+    """SNS retries a notification with its MessageId: that is the event's identity."""
+    await listen_for_deliveries(api, tenancy)
+    message_id = "010701234567890a-twice-000000"
+    setup = await set_up(api, app, tenancy, "ses", message_id)
+    delivery = sns.sign(
+        sns_notification(
+            ses_event(message_id, "Delivery", delivery={"timestamp": "2026-01-02T03:04:05.000Z", "smtpResponse": "250 OK"})
+        )
+    )
+    first = await post_sns(anonymous, setup.path, delivery)
+    again = await post_sns(anonymous, setup.path, delivery)
+    assert [r.event.status for r in results(first)] == ["delivered"]
+    assert again.json() == first.json()
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "delivered" and [d.status for d in details] == ["Success"]
+    assert await outbound_events(app, tenancy) == [("message.delivered", setup.message.id)]
+
+    # Another event of the message, in its own notification: recorded.
+    opened = sns.sign(sns_notification(ses_event(message_id, "Open", open={"timestamp": "2026-01-02T03:05:00.000Z"})))
+    results(await post_sns(anonymous, setup.path, opened))
+    results(await post_sns(anonymous, setup.path, opened))
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "opened" and [d.raw["eventType"] for d in details] == ["Delivery", "Open"]
+
+
+async def test_copies_arriving_at_the_same_moment_record_once(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    """Copies of one request in flight together (on PostgreSQL, each in its own transaction): one record."""
+    await listen_for_deliveries(api, tenancy)
+    setup = await set_up(api, app, tenancy, "sendgrid", "sg-race")
+    body = sendgrid_events("sg-race", int(time.time()))[1:3]
+    answers = await asyncio.gather(*(anonymous.post(setup.path, json=body) for _ in range(4)))
+    assert all([r.event.status for r in results(answer)] == ["delivered", "opened"] for answer in answers)
+    _, details = await stored(app, setup.message.id)
+    assert [d.raw["event"] for d in details] == ["delivered", "open"]
+    assert await outbound_events(app, tenancy) == [("message.delivered", setup.message.id)]
+
+
+async def test_a_key_claimed_by_a_transaction_not_yet_committed_is_not_claimed_again(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, database: stores.TestDatabase
+) -> None:
+    """The insert of a key another transaction holds waits for it, then claims nothing (or the key, on its rollback)."""
+    if database.kind != "postgres":
+        pytest.skip("SQLite has one writer at a time: a second transaction cannot reach the insert meanwhile")
+    integration = await create_integration(api, providerId="sendgrid")
+    sessionmaker = app.state.sessionmaker
+
+    async def claim(session: Any, keys: list[str]) -> set[str]:
+        return await DeliveryRepository(session).claim_event_keys(tenancy.environment_id, integration["_id"], keys)
+
+    async def second(keys: list[str]) -> set[str]:
+        async with sessionmaker() as session, session.begin():
+            return await claim(session, keys)
+
+    async with sessionmaker() as first, first.begin():
+        assert await claim(first, ["k1", "k2", "k1"]) == {"k1", "k2"}
+        waiting = asyncio.ensure_future(second(["k2", "k3"]))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # waiting on the first transaction's k2
+    assert await waiting == {"k3"}
+
+    async with sessionmaker() as rolled_back:
+        await rolled_back.begin()
+        assert await claim(rolled_back, ["k4"]) == {"k4"}
+        waiting = asyncio.ensure_future(second(["k4"]))
+        await asyncio.sleep(0.3)
+        assert not waiting.done()
+        await rolled_back.rollback()
+    assert await waiting == {"k4"}
+
+
+async def test_every_provider_records_a_retried_event_once_though_signed_anew(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    """A retry may be signed anew (a later timestamp, another nonce or token): the event is still the same one."""
+    now = int(time.time())
+
+    # Mailgun: event-data.id, whatever the signature's timestamp and token.
+    mailgun_id = "20260102030405.3.RETRY@mg.example.com"
+    mailgun = await set_up(api, app, tenancy, "mailgun", f"<{mailgun_id}>")
+    delivered = mailgun_body(mailgun_id, "delivered", None, now)
+    retried = {**delivered, "signature": {**delivered["signature"], "timestamp": str(now + 60), "token": "another"}}
+    opened = mailgun_body(mailgun_id, "opened", None, now)
+
+    # Postmark: a digest of the record (no id of the event).
+    postmark_id = "00000000-0000-0000-0000-0000000retry"
+    postmark = await set_up(api, app, tenancy, "postmark", postmark_id, credentials=POSTMARK_CREDENTIALS)
+    delivery, opened_record, _, _ = postmark_records(postmark_id)
+    second_open = {**opened_record, "FirstOpen": False, "ReceivedAt": "2026-01-02T03:09:00.7654321Z"}
+    auth = basic("hooks", "s3cret-webhook-password")
+
+    # Resend: svix-id, whatever svix-timestamp.
+    email_id = "56761188-7520-42d8-8898-ff6fc54ceret"
+    resend = await set_up(
+        api, app, tenancy, "resend", email_id, configurations={"inboundWebhookSigningKey": RESEND_SECRET}
+    )
+    resend_delivered = resend_event(email_id, "email.delivered")
+    resend_opened = resend_event(email_id, "email.opened")
+
+    # Telnyx: data.id, whatever telnyx-timestamp.
+    telnyx_id = "40017f8e-49bd-4f16-9e3d-ef103f91retr"
+    private, public = ed25519_key()
+    telnyx = await set_up(
+        api, app, tenancy, "telnyx", telnyx_id, channel="sms", configurations={"inboundWebhookSigningKey": public}
+    )
+    telnyx_delivered = telnyx_event(telnyx_id, "delivered")
+
+    # Plivo: a digest of MessageUUID, Status and MessageTime, whatever the nonce.
+    uuid_ = "db3ce55a-7f1d-11e1-8ea7-12313800retr"
+    plivo = await set_up(api, app, tenancy, "plivo", uuid_, channel="sms")
+    plivo_url = f"{BASE_URL}{plivo.path}"
+
+    # Vonage: a digest of messageId, status, err-code and scts, whatever the signing timestamp.
+    vonage_id = "0A0000000123RETRY"
+    secret = "vonage-signature-secret"
+    vonage = await set_up(
+        api, app, tenancy, "nexmo", vonage_id, channel="sms", configurations={"inboundWebhookSigningKey": secret}
+    )
+    vonage_delivered = vonage_receipt(vonage_id, "delivered")
+
+    posts: list[tuple[Setup, dict[str, Any]]] = [
+        (mailgun, {"json": delivered}),
+        (mailgun, {"json": retried}),
+        (mailgun, {"json": opened}),
+        (postmark, {"json": delivery, "headers": auth}),
+        (postmark, {"json": opened_record, "headers": auth}),
+        (postmark, {"json": delivery, "headers": auth}),
+        (postmark, {"json": second_open, "headers": auth}),
+        (resend, {"content": resend_delivered, "headers": svix_headers(resend_delivered, now)}),
+        (resend, {"content": resend_delivered, "headers": svix_headers(resend_delivered, now + 30)}),
+        (resend, {"content": resend_opened, "headers": svix_headers(resend_opened, now, svix_id="msg_other")}),
+        (telnyx, {"content": telnyx_delivered, "headers": telnyx_headers(private, telnyx_delivered, now)}),
+        (telnyx, {"content": telnyx_delivered, "headers": telnyx_headers(private, telnyx_delivered, now + 30)}),
+        (plivo, plivo_post(plivo_url, plivo_form(uuid_, "sent"))),
+        (plivo, plivo_post(plivo_url, plivo_form(uuid_, "delivered"), nonce="1")),
+        (plivo, plivo_post(plivo_url, plivo_form(uuid_, "delivered"), nonce="2")),
+        (vonage, {"data": vonage_signed(vonage_delivered, secret, "sha256", now)}),
+        (vonage, {"data": vonage_signed(vonage_delivered, secret, "sha256", now + 30)}),
+    ]
+    for setup, request in posts:
+        assert len(results(await anonymous.post(setup.path, **request))) == 1
+
+    recorded = {}
+    for setup in (mailgun, postmark, resend, telnyx, plivo, vonage):
+        after, details = await stored(app, setup.message.id)
+        recorded[setup.integration["providerId"]] = (after.delivery_status, len(details))
+    assert recorded == {
+        "mailgun": ("opened", 2),
+        "postmark": ("opened", 3),
+        "resend": ("opened", 2),
+        "telnyx": ("delivered", 1),
+        "plivo": ("delivered", 2),
+        "nexmo": ("delivered", 1),
+    }

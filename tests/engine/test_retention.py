@@ -20,7 +20,7 @@ from herald.engine.retention import Retention, purge_history
 from herald.engine.worker import Worker
 from herald.kit.time import utcnow
 from herald.migrations import upgrade_async
-from herald.models import Event, ExecutionDetail, Job, Message, Notification
+from herald.models import DeliveryEventKey, Event, ExecutionDetail, Job, Message, Notification
 from tests.conftest import Tenancy
 from tests.engine.conftest import jobs_of, trigger
 from tests.fixtures import stores
@@ -130,6 +130,33 @@ async def test_a_transaction_id_can_be_used_again_once_its_event_is_gone(
     await purge_history(app.state.sessionmaker, MONTH, now=utcnow() + timedelta(days=31))
     accepted = (await api.post("/v1/events/trigger", json=body)).json()["data"]
     assert (accepted["status"], accepted["transactionId"]) == ("processed", "order-1")
+
+
+async def test_the_keys_of_delivery_events_go_with_the_activity(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A provider's event is recorded once per key; the keys are swept after notification_days, in bounded transactions."""
+    now = utcnow()
+    ages = {"fresh": 1, "month": 29, "old-1": 31, "old-2": 40, "old-3": 400}
+    async with app.state.sessionmaker() as session, session.begin():
+        session.add_all(
+            DeliveryEventKey(
+                environment_id="environment",
+                integration_id="integration",
+                event_key=key,
+                created_at=now - timedelta(days=days),
+            )
+            for key, days in ages.items()
+        )
+
+    async def kept() -> list[str]:
+        async with app.state.sessionmaker() as session:
+            return sorted((await session.execute(select(DeliveryEventKey.event_key))).scalars())
+
+    assert not await purge_history(app.state.sessionmaker, Retention(0, 0), now=now)
+    assert await kept() == sorted(ages)
+    monkeypatch.setattr(retention, "DELIVERY_EVENT_KEYS_PER_TRANSACTION", 2)
+    purged = await purge_history(app.state.sessionmaker, MONTH, now=now)
+    assert purged.delivery_event_keys == 3 and purged.rows == 3
+    assert await kept() == ["fresh", "month"]
 
 
 async def test_the_worker_purges_with_the_retention_of_its_settings(app: FastAPI, worker: Worker) -> None:

@@ -10,6 +10,10 @@ Signing is opt-in here: with the domain's HTTP webhook signing key in
 hex HMAC-SHA256 of ``signature.timestamp`` followed by ``signature.token``,
 keyed by it, and the timestamp must be recent; without a key, events are taken
 unsigned.
+
+An event's identity is ``event-data.id``, Mailgun's id of the event (the same
+on each retry); without one, a digest of the message id, the event, its
+severity, the recipient and the event's timestamp (to the microsecond).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from herald.providers.inbound import (
     InboundRequest,
     SignatureRefused,
     check_timestamp,
+    event_key,
     event_time,
     hmac_digest,
     same,
@@ -88,6 +93,14 @@ def read_events(request: InboundRequest, integration: InboundIntegration) -> lis
     delivery = data.get("delivery-status") if isinstance(data.get("delivery-status"), dict) else {}
     response = text(delivery.get("description")) or text(delivery.get("message")) or text(data.get("reason"))
     attempts = delivery.get("attempt-no")
+    event_id = text(data.get("id"))
+    key = (
+        event_key("mailgun_event_id", event_id)
+        if event_id is not None
+        else event_key(
+            "digest", message_id, data.get("event"), data.get("severity"), data.get("recipient"), data.get("timestamp")
+        )
+    )
     return [
         DeliveryEvent(
             reference=f"<{message_id.strip('<>')}>",
@@ -96,5 +109,6 @@ def read_events(request: InboundRequest, integration: InboundIntegration) -> lis
             raw=data,
             attempts=attempts if isinstance(attempts, int) and not isinstance(attempts, bool) else None,
             response=response,
+            key=key,
         )
     ]

@@ -10,6 +10,13 @@ the webhook's URL as HTTP basic auth. So Herald takes a Postmark event only
 with basic auth matching the integration's ``user`` and ``password``
 credentials (or ``user:password`` in ``configurations.inboundWebhookSigningKey``):
 without them set, or without the header, every request is refused.
+
+Postmark gives no id of the event itself (a bounce's ``ID`` names the bounce,
+and its type can change: a soft bounce followed by a hard one), so an event's
+identity is a digest of what it says: the record type, the message, the
+recipient, the bounce's ID and type, the clicked link, and the event's own time
+(``DeliveredAt``, ``ReceivedAt``... to Postmark's 100 ns), which tells two
+opens apart.
 """
 
 from __future__ import annotations
@@ -20,7 +27,15 @@ from typing import Any
 
 from herald.deliveries.schemas import DeliveryEvent, DeliveryStatus
 from herald.kit.errors import BadRequestError
-from herald.providers.inbound import InboundIntegration, InboundRequest, SignatureRefused, event_time, same, text
+from herald.providers.inbound import (
+    InboundIntegration,
+    InboundRequest,
+    SignatureRefused,
+    event_key,
+    event_time,
+    same,
+    text,
+)
 
 # Postmark's bounce types that say the mail may still arrive (it retries) or that were no bounce at all.
 NOT_A_BOUNCE = frozenset(
@@ -91,4 +106,19 @@ def read_events(request: InboundRequest, integration: InboundIntegration) -> lis
         return []
     date = next((record[name] for name in DATE_FIELDS if record.get(name)), None)
     response = text(record.get("Details")) or text(record.get("Description"))
-    return [DeliveryEvent(reference=message_id, status=status, date=event_time(date), raw=record, response=response)]
+    key = event_key(
+        "digest",
+        record.get("RecordType"),
+        message_id,
+        record.get("Recipient") or record.get("Email"),
+        record.get("ID"),
+        record.get("Type"),
+        record.get("OriginalLink"),
+        record.get("SuppressSending"),
+        date,
+    )
+    return [
+        DeliveryEvent(
+            reference=message_id, status=status, date=event_time(date), raw=record, response=response, key=key
+        )
+    ]

@@ -10,6 +10,9 @@ keyed by the webhook's secret (``whsec_<base64>``, in
 ``configurations.inboundWebhookSigningKey``). A request without a matching
 signature, or whose timestamp is more than 5 minutes from now (a replay), is
 refused; so is every request while the integration has no secret.
+
+An event's identity is its ``svix-id``: Svix's id of the webhook message,
+signed with it, the same on every retry of it and unique otherwise.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from herald.providers.inbound import (
     SignatureRefused,
     b64decode,
     check_timestamp,
+    event_key,
     event_time,
     hmac_digest,
     same,
@@ -89,5 +93,7 @@ def read_events(request: InboundRequest, integration: InboundIntegration) -> lis
             date=event_time(event.get("created_at")),
             raw=event,
             response=text(bounce.get("message")),
+            # verify() refused the request without it.
+            key=event_key("svix-id", request.header("svix-id")),
         )
     ]

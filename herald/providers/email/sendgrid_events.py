@@ -11,6 +11,13 @@ key (the base64 public key SendGrid shows, or its PEM) in
 ``X-Twilio-Email-Event-Webhook-Signature``, an ECDSA P-256 / SHA-256 signature
 (base64 DER) over ``X-Twilio-Email-Event-Webhook-Timestamp`` followed by the
 raw body, with a recent timestamp; without a key, unsigned events are taken.
+
+An event's identity is its ``sg_event_id``, which SendGrid gives every event
+and keeps when it posts a batch again (it retries for 72 hours); events
+without one (older accounts' formats) are known by a digest of the full
+``sg_message_id`` (one per recipient), the event's name, its timestamp and
+the clicked URL: a second open in the same second is then taken for the
+first.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from herald.providers.inbound import (
     SignatureRefused,
     b64decode,
     check_timestamp,
+    event_key,
     event_time,
     text,
 )
@@ -92,6 +100,12 @@ def _event(item: dict[str, Any], status: DeliveryStatus) -> DeliveryEvent | None
         return None
     response = text(item.get("reason")) or text(item.get("response"))
     attempts = item.get("attempt")
+    sg_event_id = text(item.get("sg_event_id"))
+    key = (
+        event_key("sg_event_id", sg_event_id)
+        if sg_event_id is not None
+        else event_key("digest", sg_message_id, item.get("event"), item.get("timestamp"), item.get("url"))
+    )
     return DeliveryEvent(
         reference=sg_message_id.split(".", 1)[0],
         status=status,
@@ -99,6 +113,7 @@ def _event(item: dict[str, Any], status: DeliveryStatus) -> DeliveryEvent | None
         raw=item,
         attempts=int(attempts) if isinstance(attempts, int | str) and str(attempts).isdigit() else None,
         response=response,
+        key=key,
     )
 
 

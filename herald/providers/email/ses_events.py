@@ -16,6 +16,10 @@ so the window is wider than for schemes that sign each try). A
 ``SubscriptionConfirmation`` that verifies is confirmed by fetching its
 ``SubscribeURL`` (on the same SNS host), so adding the subscription in AWS is
 all it takes.
+
+An event's identity is the SNS ``MessageId``: signed with the message, the
+same on each of SNS's retries of it, and one per event SES publishes (SES
+events carry no id of their own).
 """
 
 from __future__ import annotations
@@ -33,7 +37,15 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from herald.deliveries.schemas import DeliveryEvent, DeliveryStatus
 from herald.kit.errors import BadRequestError
-from herald.providers.inbound import InboundIntegration, InboundRequest, SignatureRefused, b64decode, event_time, text
+from herald.providers.inbound import (
+    InboundIntegration,
+    InboundRequest,
+    SignatureRefused,
+    b64decode,
+    event_key,
+    event_time,
+    text,
+)
 
 SNS_HOST = re.compile(r"^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$")
 TIMESTAMP_TOLERANCE_SECONDS = 3600
@@ -161,5 +173,6 @@ async def read_events(request: InboundRequest, integration: InboundIntegration) 
             date=event_time(when or event["mail"].get("timestamp")),
             raw=event,
             response=reason,
+            key=event_key("sns_message_id", message["MessageId"]),
         )
     ]

@@ -11,7 +11,12 @@ credential), of the URL Plivo called (its query sorted, then ``?``, the query,
 a ``.`` when there is one), each form field's name and value sorted by name,
 ``.`` and ``X-Plivo-Signature-V3-Nonce``. A request without a matching one is
 refused. The scheme carries a nonce, not a time, so a replay cannot be told
-from a retry: recording a status twice changes nothing further.
+from a retry.
+
+The callback carries no id of the event: its identity is a digest of the
+``MessageUUID``, Plivo's ``Status`` string and ``MessageTime`` (never the
+nonce, new on each try). A message passes through each status once, so a
+second callback with the same status is the first again and is recorded once.
 """
 
 from __future__ import annotations
@@ -22,7 +27,14 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from herald.deliveries.schemas import DeliveryEvent, DeliveryStatus
 from herald.kit.errors import BadRequestError
 from herald.kit.time import utcnow
-from herald.providers.inbound import InboundIntegration, InboundRequest, SignatureRefused, hmac_digest, same
+from herald.providers.inbound import (
+    InboundIntegration,
+    InboundRequest,
+    SignatureRefused,
+    event_key,
+    hmac_digest,
+    same,
+)
 
 SIGNATURE_HEADER = "X-Plivo-Signature-V3"
 NONCE_HEADER = "X-Plivo-Signature-V3-Nonce"
@@ -75,7 +87,8 @@ def read_events(request: InboundRequest, integration: InboundIntegration) -> lis
     uuid = form.get("MessageUUID")
     if not uuid:
         raise BadRequestError("Plivo's status callback names the message by MessageUUID")
-    status = STATUSES.get(form.get("Status", ""))
+    plivo_status = form.get("Status", "")
+    status = STATUSES.get(plivo_status)
     if status is None:
         return []
     error_code = form.get("ErrorCode")
@@ -86,5 +99,6 @@ def read_events(request: InboundRequest, integration: InboundIntegration) -> lis
             date=utcnow(),
             raw=form,
             response=f"Plivo error {error_code}" if error_code and error_code != "0" else None,
+            key=event_key("digest", uuid, status, plivo_status, form.get("MessageTime")),
         )
     ]

@@ -11,6 +11,10 @@ signature of ``{telnyx-timestamp}|{body}`` by Telnyx's key, whose public half
 ``configurations.inboundWebhookSigningKey``. A request without a valid
 signature, or with a timestamp more than 5 minutes from now, is refused; so is
 every request while the key is not set.
+
+An event's identity is ``data.id``, Telnyx's id of the event (the same on
+each retry: ``meta.attempt`` counts them); without one, a digest of the
+message, the event type, the recipient's status and ``occurred_at``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from herald.providers.inbound import (
     SignatureRefused,
     b64decode,
     check_timestamp,
+    event_key,
     event_time,
     text,
 )
@@ -98,6 +103,14 @@ def read_events(request: InboundRequest, integration: InboundIntegration) -> lis
         )
         for error in errors
     )
+    event_id = text(data.get("id"))
+    key = (
+        event_key("telnyx_event_id", event_id)
+        if event_id is not None
+        else event_key(
+            "digest", message_id, data.get("event_type"), recipients[0].get("status"), data.get("occurred_at")
+        )
+    )
     return [
         DeliveryEvent(
             reference=message_id,
@@ -105,5 +118,6 @@ def read_events(request: InboundRequest, integration: InboundIntegration) -> lis
             date=event_time(payload.get("completed_at") or data.get("occurred_at")),
             raw=body,
             response=response or None,
+            key=key,
         )
     ]

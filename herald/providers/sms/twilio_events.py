@@ -10,8 +10,13 @@ the account's auth token (the integration's ``token`` credential), of the full
 URL Twilio called followed by each form parameter's name and value, sorted by
 name. A request without it, or with another, is refused. Behind a proxy the URL
 Twilio called is not the one Herald sees: ``HERALD_PUBLIC_URL`` says it.
-Twilio's scheme carries no timestamp, so a replay cannot be told from a retry:
-recording the same status twice changes nothing further.
+Twilio's scheme carries no timestamp, so a replay cannot be told from a retry.
+
+The callback carries no id of its own either, nor (but for ``RawDlrDoneDate``
+on a carrier's receipt) a time: an event's identity is a digest of the
+message's sid, Twilio's status string and ``RawDlrDoneDate``. A message
+passes through each status once, so a second callback with the same status is
+the first again (a retry or a replay) and is recorded once.
 """
 
 from __future__ import annotations
@@ -21,7 +26,14 @@ import base64
 from herald.deliveries.schemas import DeliveryEvent, DeliveryStatus
 from herald.kit.errors import BadRequestError
 from herald.kit.time import utcnow
-from herald.providers.inbound import InboundIntegration, InboundRequest, SignatureRefused, hmac_digest, same
+from herald.providers.inbound import (
+    InboundIntegration,
+    InboundRequest,
+    SignatureRefused,
+    event_key,
+    hmac_digest,
+    same,
+)
 
 SIGNATURE_HEADER = "X-Twilio-Signature"
 
@@ -64,7 +76,8 @@ def read_events(request: InboundRequest, integration: InboundIntegration) -> lis
         )
     form = dict(params)
     sid = form.get("MessageSid") or form.get("SmsSid")
-    status = STATUSES.get(form.get("MessageStatus") or form.get("SmsStatus") or "")
+    twilio_status = form.get("MessageStatus") or form.get("SmsStatus") or ""
+    status = STATUSES.get(twilio_status)
     if not sid:
         raise BadRequestError("Twilio's status callback names the message by MessageSid")
     if status is None:
@@ -78,5 +91,6 @@ def read_events(request: InboundRequest, integration: InboundIntegration) -> lis
             date=utcnow(),
             raw=form,
             response=f"Twilio error {error_code}" if error_code else None,
+            key=event_key("digest", sid, status, twilio_status, form.get("RawDlrDoneDate")),
         )
     ]

@@ -15,6 +15,11 @@ secret), of each other parameter as ``&name=value`` sorted by name (``&`` and
 ``=`` in values read as ``_``), the MD5 hash with the secret appended; a
 ``timestamp`` more than 5 minutes from now is a replay. Without a secret,
 unsigned receipts are taken.
+
+A receipt carries no id of its own: its identity is a digest of the
+``messageId``, Vonage's ``status`` string, ``err-code`` and ``scts`` (when the
+carrier gave the receipt): never ``timestamp``, ``nonce`` or ``sig``, which a
+signed retry may renew, nor ``message-timestamp``, Vonage's time of pushing it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from herald.providers.inbound import (
     InboundRequest,
     SignatureRefused,
     check_timestamp,
+    event_key,
     event_time,
     same,
     text,
@@ -86,7 +92,8 @@ def read_events(request: InboundRequest, integration: InboundIntegration) -> lis
     message_id = text(params.get("messageId"))
     if message_id is None:
         raise BadRequestError("Vonage's delivery receipt names the message by messageId")
-    status = STATUSES.get(params.get("status", ""))
+    vonage_status = params.get("status", "")
+    status = STATUSES.get(vonage_status)
     if status is None:
         return []
     error_code = params.get("err-code")
@@ -98,5 +105,6 @@ def read_events(request: InboundRequest, integration: InboundIntegration) -> lis
             date=event_time(params.get("message-timestamp")),
             raw=raw,
             response=f"Vonage error {error_code}" if error_code and error_code != "0" else None,
+            key=event_key("digest", message_id, status, vonage_status, error_code, params.get("scts")),
         )
     ]

@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from fastapi import FastAPI
 from novu_py.models import MessageResponseDto, WebhookResultDto
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from herald.deliveries.inbound import ProviderFetch
 from herald.deliveries.repository import DeliveryRepository
@@ -36,10 +36,10 @@ from herald.kit.errors import ServiceUnavailableError
 from herald.kit.ids import new_id
 from herald.kit.outbound import OutboundPolicy
 from herald.kit.time import isoformat
-from herald.models import ExecutionDetail, Job, Message
+from herald.models import DeliveryEventKey, ExecutionDetail, Job, Message
 from herald.providers.email import ses_events
 from herald.webhooks.events import LISTENING
-from tests.conftest import BASE_URL, Tenancy, assert_error
+from tests.conftest import BASE_URL, Tenancy, assert_error, make_client
 from tests.fixtures import stores
 from tests.fixtures.builders import create_integration, create_subscriber, insert_in_app_message
 
@@ -1448,3 +1448,24 @@ async def test_every_provider_records_a_retried_event_once_though_signed_anew(
         "plivo": ("delivered", 2),
         "nexmo": ("delivered", 1),
     }
+
+
+async def test_the_keys_of_an_environment_go_with_it(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    """Deleting an environment deletes every table's rows of it: the keys of its events too."""
+    created = await api.post("/v1/environments", json={"name": "Temporary", "color": "#123456"})
+    assert created.status_code == 201, created.text
+    environment = created.json()["data"]
+
+    async def keys() -> int:
+        async with app.state.sessionmaker() as session:
+            count = select(func.count()).where(DeliveryEventKey.environment_id == environment["_id"])
+            return int((await session.execute(count)).scalar_one())
+
+    async with make_client(app, environment["apiKeys"][0]["key"]) as temporary:
+        setup = await set_up(temporary, app, replace(tenancy, environment_id=environment["_id"]), "sendgrid", "sg-env")
+        results(await anonymous.post(setup.path, json=sendgrid_events("sg-env", int(time.time()))[:2]))
+        assert await keys() == 2
+    assert (await api.delete(f"/v1/environments/{environment['_id']}")).status_code == 200
+    assert await keys() == 0

@@ -72,13 +72,13 @@ async def message(session: AsyncSession, environment_id: str, subscriber_id: str
     return None if row is None else (row[0], row[1], row[2])
 
 
-async def set_online(session: AsyncSession, environment_id: str, subscriber_id: str, online: bool) -> None:
+async def set_online(session: AsyncSession, environment_id: str, subscriber_ids: Sequence[str], online: bool) -> None:
     values: dict[str, Any] = {"is_online": online}
     if not online:
         values["last_online_at"] = utcnow()
     await session.execute(
         update(Subscriber)
-        .where(Subscriber.id == subscriber_id, Subscriber.environment_id == environment_id)
+        .where(Subscriber.id.in_(sorted(subscriber_ids)), Subscriber.environment_id == environment_id)
         .values(**values),
         execution_options={"synchronize_session": False},
     )
@@ -128,20 +128,25 @@ async def ensure_process(session: AsyncSession, process_id: str, now: datetime, 
     )
 
 
-async def add_presence(session: AsyncSession, process_id: str, environment_id: str, subscriber_id: str) -> None:
+async def add_presence(session: AsyncSession, process_id: str, environment_id: str, subscriber_ids: Sequence[str]) -> None:
     await session.execute(
         _insert(session)(RealtimePresence)
-        .values(process_id=process_id, environment_id=environment_id, subscriber_id=subscriber_id)
+        .values(
+            [
+                {"process_id": process_id, "environment_id": environment_id, "subscriber_id": subscriber_id}
+                for subscriber_id in subscriber_ids
+            ]
+        )
         .on_conflict_do_nothing()
     )
 
 
-async def remove_presence(session: AsyncSession, process_id: str, environment_id: str, subscriber_id: str) -> None:
+async def remove_presence(session: AsyncSession, process_id: str, environment_id: str, subscriber_ids: Sequence[str]) -> None:
     await session.execute(
         delete(RealtimePresence).where(
             RealtimePresence.process_id == process_id,
             RealtimePresence.environment_id == environment_id,
-            RealtimePresence.subscriber_id == subscriber_id,
+            RealtimePresence.subscriber_id.in_(subscriber_ids),
         ),
         execution_options={"synchronize_session": False},
     )

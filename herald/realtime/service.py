@@ -12,6 +12,7 @@ counts, hasMore}``, of which the client reads ``counts``, the session's
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -120,11 +121,24 @@ async def heartbeat(session: AsyncSession, process_id: str, ttl: timedelta) -> b
 
 async def hold(session: AsyncSession, process_id: str, ttl: timedelta, environment_id: str, subscriber_id: str) -> None:
     """This process's first socket of the subscriber (0 -> 1): it holds them, and they are online."""
+    await hold_many(session, process_id, ttl, environment_id, [subscriber_id])
+
+
+async def hold_many(
+    session: AsyncSession, process_id: str, ttl: timedelta, environment_id: str, subscriber_ids: Sequence[str]
+) -> None:
+    """:func:`hold` for several subscribers of an environment, in one statement each."""
+    if not subscriber_ids:
+        return
     now = utcnow()
+    ordered = sorted(set(subscriber_ids))
     await repository.ensure_process(session, process_id, now, now + ttl)
-    await repository.add_presence(session, process_id, environment_id, subscriber_id)
-    # Takes the subscriber's row lock: serialized with a release or sweep of the same subscriber.
-    await repository.set_online(session, environment_id, subscriber_id, True)
+    for start in range(0, len(ordered), CHUNK):
+        chunk = ordered[start : start + CHUNK]
+        await repository.add_presence(session, process_id, environment_id, chunk)
+        # The subscribers' row locks, in id order: serialized with a release or sweep of the same subscribers.
+        await repository.lock_subscribers(session, environment_id, chunk)
+        await repository.set_online(session, environment_id, chunk, True)
 
 
 async def release(session: AsyncSession, process_id: str, environment_id: str, subscriber_id: str) -> bool:
@@ -132,13 +146,26 @@ async def release(session: AsyncSession, process_id: str, environment_id: str, s
 
     True when the subscriber went offline.
     """
+    return bool(await release_many(session, process_id, environment_id, [subscriber_id]))
+
+
+async def release_many(session: AsyncSession, process_id: str, environment_id: str, subscriber_ids: Sequence[str]) -> set[str]:
+    """:func:`release` for several subscribers of an environment; those who went offline."""
+    if not subscriber_ids:
+        return set()
     now = utcnow()
-    await repository.remove_presence(session, process_id, environment_id, subscriber_id)
-    await repository.lock_subscribers(session, environment_id, [subscriber_id])
-    if await repository.held_elsewhere(session, environment_id, [subscriber_id], now):
-        return False
-    await repository.set_offline(session, environment_id, [subscriber_id], now, only_online=False)
-    return True
+    ordered = sorted(set(subscriber_ids))
+    gone: set[str] = set()
+    for start in range(0, len(ordered), CHUNK):
+        chunk = ordered[start : start + CHUNK]
+        await repository.remove_presence(session, process_id, environment_id, chunk)
+        await repository.lock_subscribers(session, environment_id, chunk)
+        held = await repository.held_elsewhere(session, environment_id, chunk, now)
+        offline = [subscriber_id for subscriber_id in chunk if subscriber_id not in held]
+        if offline:
+            await repository.set_offline(session, environment_id, offline, now, only_online=False)
+            gone.update(offline)
+    return gone
 
 
 async def sweep_process(session: AsyncSession, process_id: str, *, expired_before: datetime | None) -> int:

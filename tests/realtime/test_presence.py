@@ -248,6 +248,42 @@ async def test_the_socket_server_writes_only_a_rooms_first_and_last_socket(
     assert (await subscriber_row(app, subscriber["_id"])).is_online is False
 
 
+async def test_many_rooms_changing_at_once_are_written_together_and_in_order(app: FastAPI, api: httpx.AsyncClient) -> None:
+    """Sockets opening or closing together are written in a few transactions, each room ending as its sockets are."""
+    from tests.engine.conftest import statements_while
+
+    subscribers = [await create_subscriber(api) for _ in range(30)]
+    rooms = [f"{s['_environmentId']}:{s['_id']}" for s in subscribers]
+    realtime = Realtime(app.state.sessionmaker, "unused", app.state.settings.database_url, heartbeat_seconds=30)
+    await realtime.start()
+    try:
+        for room in rooms:
+            realtime.sockets[room] = 1
+
+        def writes(statement: str) -> bool:
+            return "realtime_presence" in statement and statement.lstrip().upper().startswith(("INSERT", "DELETE"))
+
+        opened = await statements_while(app, asyncio.gather(*(realtime._record(room) for room in rooms)), writes)
+        assert len(opened) < len(rooms), opened  # one statement for the rooms of a write, not one a room
+        assert await presence_of(app, realtime.process_id) == {s["_id"] for s in subscribers}
+        assert all([(await subscriber_row(app, s["_id"])).is_online for s in subscribers])
+
+        # Closing, and one subscriber's socket coming back while the writes are queued: it stays online.
+        for room in rooms:
+            realtime.sockets[room] = 0
+        closing = [asyncio.ensure_future(realtime._record(room)) for room in rooms]
+        realtime.sockets[rooms[0]] = 1
+        back = asyncio.ensure_future(realtime._record(rooms[0]))
+        closed = await statements_while(app, asyncio.gather(*closing, back), writes)
+        assert len(closed) < len(rooms), closed
+        assert await presence_of(app, realtime.process_id) == {subscribers[0]["_id"]}
+        states = [await subscriber_row(app, s["_id"]) for s in subscribers]
+        assert states[0].is_online is True
+        assert all(state.is_online is False and state.last_online_at is not None for state in states[1:])
+    finally:
+        await realtime.close()
+
+
 async def test_a_workers_sweep_takes_dead_processes_when_no_api_process_is_left(
     app: FastAPI, subscriber: dict[str, Any]
 ) -> None:

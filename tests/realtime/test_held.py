@@ -10,8 +10,6 @@ server's own worker runs it.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,28 +26,7 @@ from tests.conftest import Tenancy
 from tests.engine.test_quiet_hours import hours, only_tomorrow, weekly
 from tests.fixtures.builders import create_subscriber, create_workflow
 from tests.fixtures.processes import wait_until
-from tests.fixtures.server import running_server
 from tests.realtime.helpers import InboxSocket, session_token
-
-
-@pytest.fixture
-def served(app: FastAPI) -> Iterator[str]:
-    with running_server(replace(app.state.settings, run_worker=True, worker_poll_seconds=0.2)) as url:
-        yield url
-
-
-@pytest.fixture
-async def herald(served: str, tenancy: Tenancy) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=served, headers={"Authorization": f"ApiKey {tenancy.api_key}"}) as client:
-        yield client
-
-
-@pytest.fixture
-async def sockets() -> AsyncIterator[list[InboxSocket]]:
-    opened: list[InboxSocket] = []
-    yield opened
-    for socket in opened:
-        await socket.close()
 
 
 async def inbox_with_schedule(

@@ -8,8 +8,6 @@ LISTEN/NOTIFY) and connects with python-socketio's client.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,29 +24,7 @@ from herald.models import Environment, Subscriber
 from tests.conftest import Tenancy
 from tests.fixtures.builders import create_subscriber, create_workflow
 from tests.fixtures.processes import wait_until
-from tests.fixtures.server import running_server
 from tests.realtime.helpers import InboxSocket, session_token
-
-
-@pytest.fixture
-def served(app: FastAPI) -> Iterator[str]:
-    """A running server with its in-process worker, on the test's store."""
-    with running_server(replace(app.state.settings, run_worker=True, worker_poll_seconds=0.2)) as url:
-        yield url
-
-
-@pytest.fixture
-async def herald(served: str, tenancy: Tenancy) -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient(base_url=served, headers={"Authorization": f"ApiKey {tenancy.api_key}"}) as client:
-        yield client
-
-
-@pytest.fixture
-async def sockets() -> AsyncIterator[list[InboxSocket]]:
-    opened: list[InboxSocket] = []
-    yield opened
-    for socket in opened:
-        await socket.close()
 
 
 async def identifier_of(app: FastAPI, environment_id: str) -> str:

@@ -66,6 +66,13 @@ def room_of(environment_id: str, subscriber_id: str) -> str:
     return f"{environment_id}:{subscriber_id}"
 
 
+def _release(waiting: dict[str, list[asyncio.Future[None]]]) -> None:
+    for futures in waiting.values():
+        for future in futures:
+            if not future.done():
+                future.set_result(None)
+
+
 def subscriber_of(room: str) -> tuple[str, str]:
     """The room's environment and subscriber (internal) ids: ObjectIds, which hold no colon."""
     environment_id, _, subscriber_id = room.partition(":")
@@ -167,39 +174,46 @@ class Realtime:
         await written
 
     async def _write_presence(self) -> None:
-        while self._changed:
-            await asyncio.sleep(0)  # the rooms changing in this turn of the loop join the write
-            rooms, self._changed = self._changed, {}
-            held: dict[str, list[str]] = {}
-            released: dict[str, list[str]] = {}
-            for room in rooms:
-                holds = self.sockets.get(room, 0) > 0
-                if holds != (room in self._recorded):
-                    environment_id, subscriber_id = subscriber_of(room)
-                    (held if holds else released).setdefault(environment_id, []).append(subscriber_id)
-            try:
-                if held or released:
-                    async for session in session_scope(self.sessionmaker):
-                        for environment_id, subscriber_ids in sorted(held.items()):
-                            await service.hold_many(session, self.process_id, self.ttl, environment_id, subscriber_ids)
-                        for environment_id, subscriber_ids in sorted(released.items()):
-                            await service.release_many(session, self.process_id, environment_id, subscriber_ids)
-            except Exception:
-                logger.warning(
-                    "could not record %d subscribers online and %d offline",
-                    sum(map(len, held.values())),
-                    sum(map(len, released.values())),
-                    exc_info=True,
-                )
-            else:
-                for environment_id, subscriber_ids in held.items():
-                    self._recorded.update(room_of(environment_id, subscriber_id) for subscriber_id in subscriber_ids)
-                for environment_id, subscriber_ids in released.items():
-                    self._recorded.difference_update(room_of(environment_id, subscriber_id) for subscriber_id in subscriber_ids)
-            for waiting in rooms.values():
-                for written in waiting:
-                    if not written.done():
-                        written.set_result(None)
+        rooms: dict[str, list[asyncio.Future[None]]] = {}
+        try:
+            while self._changed:
+                await asyncio.sleep(0)  # the rooms changing in this turn of the loop join the write
+                rooms, self._changed = self._changed, {}
+                await self._write_rooms(rooms)
+                _release(rooms)
+        finally:
+            # Cancelled (the process stopping): no caller waits for ever; the heartbeat writes what is left.
+            _release(rooms)
+            if self._presence_writer is asyncio.current_task():
+                _release(self._changed)
+
+    async def _write_rooms(self, rooms: dict[str, list[asyncio.Future[None]]]) -> None:
+        held: dict[str, list[str]] = {}
+        released: dict[str, list[str]] = {}
+        for room in rooms:
+            holds = self.sockets.get(room, 0) > 0
+            if holds != (room in self._recorded):
+                environment_id, subscriber_id = subscriber_of(room)
+                (held if holds else released).setdefault(environment_id, []).append(subscriber_id)
+        try:
+            if held or released:
+                async for session in session_scope(self.sessionmaker):
+                    for environment_id, subscriber_ids in sorted(held.items()):
+                        await service.hold_many(session, self.process_id, self.ttl, environment_id, subscriber_ids)
+                    for environment_id, subscriber_ids in sorted(released.items()):
+                        await service.release_many(session, self.process_id, environment_id, subscriber_ids)
+        except Exception:
+            logger.warning(
+                "could not record %d subscribers online and %d offline",
+                sum(map(len, held.values())),
+                sum(map(len, released.values())),
+                exc_info=True,
+            )
+        else:
+            for environment_id, subscriber_ids in held.items():
+                self._recorded.update(room_of(environment_id, subscriber_id) for subscriber_id in subscriber_ids)
+            for environment_id, subscriber_ids in released.items():
+                self._recorded.difference_update(room_of(environment_id, subscriber_id) for subscriber_id in subscriber_ids)
 
     # -- presence across processes --------------------------------------------------------------
 

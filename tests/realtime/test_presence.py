@@ -284,6 +284,31 @@ async def test_many_rooms_changing_at_once_are_written_together_and_in_order(app
         await realtime.close()
 
 
+async def test_a_presence_write_cut_short_leaves_no_connect_waiting(
+    app: FastAPI, subscriber: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer cancelled mid-write (the process stopping): the connects waiting on it go on; the heartbeat writes later."""
+    realtime = Realtime(app.state.sessionmaker, "unused", app.state.settings.database_url, heartbeat_seconds=30)
+    stuck = asyncio.Event()
+
+    async def hang(*args: Any, **kwargs: Any) -> None:
+        stuck.set()
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(service, "hold_many", hang)
+    room = f"{subscriber['_environmentId']}:{subscriber['_id']}"
+    realtime.sockets[room] = 1
+    first = asyncio.ensure_future(realtime._record(room))
+    await asyncio.wait_for(stuck.wait(), 5)
+    second_room = f"{subscriber['_environmentId']}:other"
+    realtime.sockets[second_room] = 1
+    second = asyncio.ensure_future(realtime._record(second_room))  # queued behind the stuck write
+    assert realtime._presence_writer is not None
+    realtime._presence_writer.cancel()
+    await asyncio.wait_for(asyncio.gather(first, second), 5)
+    assert room not in realtime._recorded
+
+
 async def test_a_workers_sweep_takes_dead_processes_when_no_api_process_is_left(
     app: FastAPI, subscriber: dict[str, Any]
 ) -> None:

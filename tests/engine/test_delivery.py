@@ -584,3 +584,27 @@ async def test_an_accepted_delivery_of_a_job_taken_over_meanwhile_is_left_to_its
         lost = await session.get(Job, taken[0])
     # The job and what to record of it belong to the worker that holds it now.
     assert (lost.status, lost.locked_by) == ("running", "another-worker")
+
+
+async def test_a_store_of_accepted_deliveries_cut_short_leaves_no_step_waiting(app: FastAPI, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The group writer cancelled (the worker stopping): steps waiting on it fail rather than wait for ever."""
+    from herald.engine import queue
+    from herald.engine.steps.batch import AcceptedDeliveries
+    from herald.models import Message
+
+    stuck = asyncio.Event()
+
+    async def hang(*args: Any, **kwargs: Any) -> set[str]:
+        stuck.set()
+        await asyncio.Event().wait()
+        return set()
+
+    monkeypatch.setattr(queue, "lock_held_jobs", hang)
+    accepted = AcceptedDeliveries(app.state.sessionmaker, "worker-a")
+    first = asyncio.ensure_future(accepted.store("job-1", Message()))
+    await asyncio.wait_for(stuck.wait(), 5)
+    second = asyncio.ensure_future(accepted.store("job-2", Message()))  # waits for the next group
+    assert accepted._writer is not None
+    accepted._writer.cancel()
+    results = await asyncio.wait_for(asyncio.gather(first, second, return_exceptions=True), 5)
+    assert all(isinstance(result, BaseException) for result in results), results

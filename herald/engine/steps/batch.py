@@ -55,6 +55,16 @@ class AcceptedDeliveries:
         await done
 
     async def _write_all(self) -> None:
+        try:
+            await self._write_groups()
+        finally:
+            # Cut short (the worker stopping): the steps still waiting hear it rather than wait for ever; their
+            # jobs' leases run out and they are retried, finding anything stored.
+            for _, _, done in self._waiting:
+                if not done.done():
+                    done.set_exception(RuntimeError("the worker stopped before storing this delivery"))
+
+    async def _write_groups(self) -> None:
         # One turn of the event loop first: sends that finished together join the first write.
         await asyncio.sleep(0)
         while self._waiting:

@@ -520,7 +520,7 @@ async def test_a_batch_of_email_steps_reads_its_integrations_once_and_stores_eac
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
 ) -> None:
     """The steps of a claimed batch share one read of the channel's integrations and of their jobs' earlier messages."""
-    from tests.engine.conftest import statements_while
+    from tests.engine.conftest import set_aside_other_jobs, statements_while
 
     peers.install_sendgrid(peer, api_key="SG.batch")
     await create_integration(api, providerId="sendgrid", active=True, credentials={"apiKey": "SG.batch", "from": "a@example.com", "baseUrl": peer.url})
@@ -532,6 +532,7 @@ async def test_a_batch_of_email_steps_reads_its_integrations_once_and_stores_eac
         text = statement.lstrip().upper()
         return (text.startswith("SELECT") and ("FROM INTEGRATIONS" in text or "FROM MESSAGES" in text)) or text.startswith("INSERT INTO MESSAGES")
 
+    await set_aside_other_jobs(app, tenancy.environment_id)
     sent = await statements_while(app, worker.run_until_idle(), kept)
 
     reads_of_integrations = [s for s in sent if "FROM INTEGRATIONS" in s.upper()]

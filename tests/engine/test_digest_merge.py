@@ -13,7 +13,15 @@ from herald.engine.steps.base import Detail, StepOutcome
 from herald.engine.worker import Worker
 from herald.models import Job
 from tests.conftest import Tenancy
-from tests.engine.conftest import details_of, fast_forward, jobs_of, messages_of, statements_while, trigger
+from tests.engine.conftest import (
+    details_of,
+    fast_forward,
+    jobs_of,
+    messages_of,
+    set_aside_other_jobs,
+    statements_while,
+    trigger,
+)
 from tests.fixtures.builders import create_subscriber, create_workflow
 
 DIGEST = {"name": "digest", "template": {"type": "digest"}, "metadata": {"type": "regular", "amount": 5, "unit": "minutes"}}
@@ -35,8 +43,9 @@ async def digest_opened(api: httpx.AsyncClient, worker: Worker) -> tuple[dict[st
     return subscriber, name, first
 
 
-async def job_updates_while(app: FastAPI, work: Awaitable[Any]) -> list[str]:
-    """The ``UPDATE jobs`` statements sent while ``work`` runs."""
+async def job_updates_while(app: FastAPI, environment_id: str, work: Awaitable[Any]) -> list[str]:
+    """The ``UPDATE jobs`` statements sent while ``work`` runs, no other environment's job due meanwhile."""
+    await set_aside_other_jobs(app, environment_id)
     return await statements_while(app, work, lambda statement: statement.lstrip().startswith("UPDATE jobs"))
 
 
@@ -48,7 +57,7 @@ async def test_a_batch_of_events_merges_into_its_digest_in_one_transaction(
     response = await api.post("/v1/events/trigger/bulk", json={"events": events})
     assert response.status_code == 201, response.text
     # One batch: the expansions and the digest steps they hand off.
-    updates = await job_updates_while(app, worker.run_until_idle())
+    updates = await job_updates_while(app, tenancy.environment_id, worker.run_until_idle())
     # One by one, each merge was a transaction of its own: the job's UPDATE and its chain's, two an event.
     assert len(updates) < 10, updates
 
@@ -89,7 +98,7 @@ async def test_a_burst_opens_its_digest_once_and_the_rest_of_its_batch_merge_tog
     response = await api.post("/v1/events/trigger/bulk", json={"events": events})
     assert response.status_code == 201, response.text
     # One batch: the expansions and the digest steps they hand off.
-    updates = await job_updates_while(app, worker.run_until_idle())
+    updates = await job_updates_while(app, tenancy.environment_id, worker.run_until_idle())
     # Each opening its own, all but one lost the race on the open-digest index and
     # were worked out again alone: a failed write, then a merge of their own.
     assert len(updates) < 12, len(updates)

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 
 from herald.engine.worker import Worker
 from tests.conftest import Tenancy
-from tests.engine.conftest import jobs_of, messages_of, statements_while, trigger
+from tests.engine.conftest import jobs_of, messages_of, set_aside_other_jobs, statements_while, trigger
 from tests.fixtures.builders import create_subscriber, create_workflow
 
 
@@ -65,6 +65,7 @@ async def test_steps_that_do_not_name_env_read_no_variables(
     plain = await create_workflow(api, steps=[{"name": "inbox", "template": {"type": "in_app", "content": "Hello"}}])
     subscriber = await create_subscriber(api)
     result = await trigger(api, plain["triggers"][0]["identifier"], subscriber["subscriberId"])
+    await set_aside_other_jobs(app, tenancy.environment_id)
     reads = await statements_while(app, worker.run_until_idle(), lambda sql: "environment_variables" in sql)
     assert reads == []
     messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])

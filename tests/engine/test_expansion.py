@@ -17,7 +17,7 @@ from herald.engine.repository import EngineRepository
 from herald.engine.worker import Worker
 from herald.models import Job, Notification
 from tests.conftest import Tenancy
-from tests.engine.conftest import details_of, jobs_of, messages_of, statements_while, trigger
+from tests.engine.conftest import details_of, jobs_of, messages_of, set_aside_other_jobs, statements_while, trigger
 from tests.fixtures.builders import create_subscriber, create_workflow, unique
 
 IN_APP = {"name": "inbox", "template": {"type": "in_app", "content": "Hello"}}
@@ -187,6 +187,7 @@ async def test_the_in_app_steps_settled_in_an_expansion_use_the_subscribers_it_r
     renamed = await create_subscriber(api, firstName="G.")
     result = await trigger(api, name_of(workflow), [plain["subscriberId"], {"subscriberId": renamed["subscriberId"], "firstName": "Grace"}])
 
+    await set_aside_other_jobs(app, tenancy.environment_id)
     reads = await statements_while(app, worker.run_until_idle(), reads_of("subscribers"))
 
     # A plain subscriberId and one whose fields change are read together, whole,

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from herald.engine.worker import Worker
 from herald.layouts.cache import layout_cache
 from tests.conftest import Tenancy
-from tests.engine.conftest import details_of, messages_of, statements_while, trigger
+from tests.engine.conftest import details_of, messages_of, set_aside_other_jobs, statements_while, trigger
 from tests.engine.test_delivery import name_of, settle
 from tests.fixtures.builders import create_integration, create_subscriber, create_workflow
 from tests.fixtures.peers import SmtpPeer
@@ -177,6 +177,7 @@ async def test_an_environment_without_layouts_reads_them_once_not_per_email(
             result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "B"})
             await settle(worker, app, result["transactionId"])
 
+    await set_aside_other_jobs(app, tenancy.environment_id)
     reads = await statements_while(app, deliver_all(), lambda statement: "FROM layouts" in statement)
     assert len(smtp.received) == 3
     assert len(reads) == 1, reads

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from herald.engine.worker import Worker
 from herald.translations.render import lookup, translate_text
 from tests.conftest import Tenancy
-from tests.engine.conftest import messages_of, statements_while, trigger
+from tests.engine.conftest import messages_of, set_aside_other_jobs, statements_while, trigger
 from tests.engine.test_delivery import name_of, settle
 from tests.fixtures.builders import create_subscriber, create_workflow
 from tests.translations.helpers import translated_workflow
@@ -103,6 +103,7 @@ async def test_a_workflow_without_translations_reads_none(
     def reads_translations(statement: str) -> bool:
         return "from translation" in statement.lower()
 
+    await set_aside_other_jobs(app, tenancy.environment_id)
     assert await statements_while(app, run(), reads_translations) == []
     # The same capture sees the read once the workflow has translations on.
     translated = await translated_workflow(app, api, tenancy.environment_id, steps=STEPS)

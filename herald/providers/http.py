@@ -6,13 +6,13 @@ import asyncio
 import ssl
 from typing import Any
 
-import httpcore
 import httpx
 
 from herald import __version__
 from herald.kit.crypto import mask_secret
 from herald.kit.outbound import GuardedAsyncBackend, OutboundPolicy, OutboundRefused
 from herald.providers.base import ProviderError
+from herald.providers.connection_pool import connection_pool_class
 from herald.providers.email.smtp_pool import SmtpPool
 
 CONNECT_TIMEOUT = 5.0
@@ -66,7 +66,8 @@ class OutboundTransport(httpx.AsyncHTTPTransport):
 
     httpx's transport takes no network backend, so its pool is built again
     here with the same TLS context, HTTP versions and limits, and a
-    :class:`GuardedAsyncBackend`.
+    :class:`GuardedAsyncBackend`; the pool's bookkeeping is linear in its
+    connections (providers/connection_pool.py).
     """
 
     def __init__(
@@ -80,7 +81,7 @@ class OutboundTransport(httpx.AsyncHTTPTransport):
         limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's default
         super().__init__(verify=verify, http2=http2, limits=limits, trust_env=False)
         self.policy = policy
-        self._pool = httpcore.AsyncConnectionPool(
+        self._pool = connection_pool_class()(
             # SSL_CERT_FILE / SSL_CERT_DIR are still honoured, as httpx does by default.
             ssl_context=httpx.create_ssl_context(verify=verify, trust_env=True),
             max_connections=limits.max_connections,

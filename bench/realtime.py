@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
+import math
 import random
 import statistics
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import websockets
@@ -56,6 +59,8 @@ class Socket:
 
     connection: Any = None
     received: dict[int, float] = field(default_factory=dict)
+    # The message's createdAt (written by the worker in the transaction storing it), on time.monotonic()'s clock.
+    stored: dict[int, float] = field(default_factory=dict)
     reader: asyncio.Task[None] | None = None
 
     async def open(self, ws_url: str) -> None:
@@ -78,7 +83,9 @@ class Socket:
                 elif isinstance(frame, str) and frame.startswith("42"):
                     name, data = json.loads(frame[2:])
                     if name == "notification_received":
-                        self.received[int(data["message"]["payload"]["seq"])] = time.monotonic()
+                        seq = int(data["message"]["payload"]["seq"])
+                        self.received[seq] = time.monotonic()
+                        self.stored[seq] = _monotonic(data["message"].get("createdAt"))
         except websockets.ConnectionClosed:
             pass
 
@@ -149,6 +156,51 @@ async def api_quiet(pid: int, busy_share: float = 0.1, window: float = 0.5, limi
             return time.monotonic()
         used = now
     return time.monotonic()
+
+
+def _monotonic(iso: str | None) -> float:
+    """An ISO time of this machine's clock on time.monotonic()'s (NaN when absent)."""
+    if not iso:
+        return math.nan
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() - (time.time() - time.monotonic())
+
+
+class HarnessPauses:
+    """The longest pauses of this (the measuring) process while it times: its garbage collections, and its event loop.
+
+    A socket's ``notification_received`` is timed when this process's loop
+    reads it; a pause here is counted as Herald's latency. In ``make bench``
+    the row runs last, in a process holding what every earlier row made, and
+    a full collection has all of it to go through.
+    """
+
+    def __init__(self) -> None:
+        self.longest_gc_ms = 0.0
+        self.longest_stall_ms = 0.0
+        self._gc_started = 0.0
+        self._probe: asyncio.Task[None] | None = None
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            self.longest_gc_ms = max(self.longest_gc_ms, (time.perf_counter() - self._gc_started) * 1000)
+
+    async def _watch_loop(self, interval: float = 0.005) -> None:
+        while True:
+            asked = time.perf_counter()
+            await asyncio.sleep(interval)
+            self.longest_stall_ms = max(self.longest_stall_ms, (time.perf_counter() - asked - interval) * 1000)
+
+    def __enter__(self) -> HarnessPauses:
+        gc.callbacks.append(self._on_gc)
+        self._probe = asyncio.get_running_loop().create_task(self._watch_loop())
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        gc.callbacks.remove(self._on_gc)
+        if self._probe is not None:
+            self._probe.cancel()
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -236,16 +288,23 @@ async def measure_on(
             except Exception:
                 failures += 1
 
-        await asyncio.gather(
-            *(send(seq, start + seq / options.rate, rng.randrange(len(sockets))) for seq in range(total))
-        )
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and sum(seq in s.received for seq, (_, s) in scheduled.items()) < total:
-            await asyncio.sleep(0.2)
+        with HarnessPauses() as pauses:
+            await asyncio.gather(
+                *(send(seq, start + seq / options.rate, rng.randrange(len(sockets))) for seq in range(total))
+            )
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and sum(seq in s.received for seq, (_, s) in scheduled.items()) < total:
+                await asyncio.sleep(0.2)
         latencies = [
             (socket.received[seq] - at) * 1000 for seq, (at, socket) in scheduled.items() if seq in socket.received
         ]
         missing = total - len(latencies)
+        # The message's createdAt splits each latency: trigger and worker before it, the socket's path after.
+        after_stored = [
+            (socket.received[seq] - socket.stored[seq]) * 1000
+            for seq, (_, socket) in scheduled.items()
+            if seq in socket.received and not math.isnan(socket.stored[seq])
+        ]
         accepted = [(answered[seq] - at) * 1000 for seq, (at, _) in scheduled.items() if seq in answered]
         figures.update(
             subscribers=options.subscribers,
@@ -254,6 +313,8 @@ async def measure_on(
             received=len(latencies),
             missing=missing,
             failed_sends=failures,
+            harness_gc_max_ms=round(pauses.longest_gc_ms, 1),
+            harness_stall_max_ms=round(pauses.longest_stall_ms, 1),
         )
         if latencies:
             p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
@@ -263,13 +324,17 @@ async def measure_on(
                 p50_ms=round(p50, 1),
                 p99_ms=round(p99, 1),
                 mean_ms=round(statistics.fmean(latencies), 1),
+                stored_to_socket_p50_ms=round(percentile(after_stored, 0.5), 1) if after_stored else None,
+                stored_to_socket_p99_ms=round(percentile(after_stored, 0.99), 1) if after_stored else None,
                 max_ms=round(max(latencies), 1),
             )
             say(
                 f"trigger → notification_received, {options.rate:g}/s for {options.duration:g} s, {options.subscribers} "
                 f"subscribers connected: p50 {p50:.1f} ms, p99 {p99:.1f} ms (target < {P99_TARGET_MS:g}), max "
-                f"{max(latencies):.1f} ms (the trigger's answer: p50 {figures['accepted_p50_ms']} ms, p99 {figures['accepted_p99_ms']} ms); "
-                f"{len(latencies)}/{total} received, {missing} missing, {failures} sends failed"
+                f"{max(latencies):.1f} ms (the trigger's answer: p50 {figures['accepted_p50_ms']} ms, p99 {figures['accepted_p99_ms']} ms; "
+                f"message stored → socket: p50 {figures['stored_to_socket_p50_ms']} ms, p99 {figures['stored_to_socket_p99_ms']} ms); "
+                f"{len(latencies)}/{total} received, {missing} missing, {failures} sends failed; this process's "
+                f"longest pause {pauses.longest_stall_ms:.1f} ms (garbage collection {pauses.longest_gc_ms:.1f} ms)"
             )
         else:
             say(f"no notification_received arrived ({failures} sends failed)")

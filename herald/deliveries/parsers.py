@@ -4,7 +4,9 @@ That route is called with an API key, in the generic form a caller writes by
 hand (novu-py's ``activity.track`` sends any object): one event, or
 ``{"events": [...]}``, each naming the message, the status and when; it is
 read by :func:`parse_generic` unless a parser is registered under the
-integration's ``providerId`` in ``PARSERS``. A provider's own webhook, in its
+integration's ``providerId`` in ``PARSERS``. An event of that form is recorded
+once when it states its date: the same event posted again (a caller's retry)
+is answered as the first time and changes nothing. A provider's own webhook, in its
 own format and signed its own way, is read by its reader beside its sender
 (``herald/providers/<channel>/<provider>_events.py``, herald/deliveries/inbound.py).
 """
@@ -18,6 +20,7 @@ from typing import Any, cast
 from herald.deliveries.schemas import DELIVERY_STATUSES, DeliveryEvent, DeliveryStatus
 from herald.kit.errors import ValidationFailed
 from herald.kit.time import parse_iso, utcnow
+from herald.providers.inbound import event_key
 
 # Where each field may be found, first match wins. ``eventId``/``eventType``/
 # ``timestamp`` is how Expo and other push services name them.
@@ -87,6 +90,9 @@ def parse_event(body: dict[str, Any], prefix: str = "") -> DeliveryEvent:
         raw=body,
         attempts=int(attempts) if attempts is not None else None,
         response=response,
+        # An event that states when it happened is that event wherever it is posted again: a caller's
+        # retry records it once. One without a date happened when it is posted (two opens are two).
+        key=event_key("generic", body) if date_value is not None else None,
     )
 
 

@@ -53,7 +53,8 @@ class DeliveryEvent:
     provider's event as received, kept as the execution detail's evidence.
     ``key`` is the event's identity (:func:`herald.providers.inbound.event_key`),
     set by a provider's own reader so that an event delivered twice is recorded
-    once; an event without one (the generic form of ``activity.track``) is
+    once; in the generic form of ``activity.track`` an event has one when it
+    states its date (the digest of its body), and one without a date is
     recorded every time it is posted.
     """
 

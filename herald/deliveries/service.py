@@ -9,7 +9,8 @@ where the event says so, a change of the message's own state: a bounce or a
 rejection is the message's ``error``, an open or a click marks it seen.
 
 Providers deliver their webhooks at least once, so an event read from a
-provider's webhook carries its identity (``DeliveryEvent.key``) and is
+provider's webhook (or a dated one of the generic form) carries its identity
+(``DeliveryEvent.key``) and is
 recorded once per integration: a copy (a retry, a replay, the same event twice
 in a batch) is answered as the first was but records and changes nothing.
 """

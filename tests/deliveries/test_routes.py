@@ -136,6 +136,28 @@ async def test_several_events_at_once(api: httpx.AsyncClient, app: FastAPI, tena
     assert sorted(d.status for d in details) == ["Pending", "Success"]
 
 
+async def test_a_dated_event_posted_again_is_recorded_once(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    """A caller retrying activity.track (its answer lost) must not count the open twice; undated events happen when posted."""
+    message, _ = await delivered_message(api, app, worker)
+    integration = await create_integration(api)
+    url = track_url(tenancy, integration["_id"])
+    dated = {"messageId": message.id, "status": "opened", "date": "2026-01-02T03:04:05Z"}
+    first = await api.post(url, json=dated)
+    again = await api.post(url, json={"events": [dated, dated]})
+    assert first.status_code == again.status_code == 200, again.text
+    assert again.json()["data"] == first.json()["data"] * 2
+    _, details = await stored(app, message.id)
+    assert len(details) == 1
+    # Another date is another event; an undated one is recorded each time it is posted.
+    assert (await api.post(url, json={**dated, "date": "2026-01-02T03:04:06Z"})).status_code == 200
+    for _ in range(2):
+        assert (await api.post(url, json={"messageId": message.id, "status": "clicked"})).status_code == 200
+    _, details = await stored(app, message.id)
+    assert len(details) == 4
+
+
 async def test_what_cannot_be_recorded_is_refused_and_nothing_is_written(
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
 ) -> None:

@@ -27,7 +27,7 @@ from herald.kit.db import create_engine, create_sessionmaker
 from herald.kit.errors import HeraldError
 from herald.kit.files import create_private_file, make_private_dir
 from herald.kit.heap import settle_heap
-from herald.kit.logs import quiet_http_client_logs
+from herald.kit.logs import mask_server_log_secrets, quiet_http_client_logs
 
 DEV_KEY_FILE = "development-api-key"
 # Stands in for the secret key while the settings are only checked (main): never used to encrypt.
@@ -44,6 +44,7 @@ def _configure_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     quiet_http_client_logs()
+    mask_server_log_secrets()
 
 
 async def _with_session(settings: Settings, work: Any) -> Any:

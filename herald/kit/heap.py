@@ -19,10 +19,43 @@ before it is freed; in the benchmarks a worker's resident memory rose by
 from __future__ import annotations
 
 import gc
+import logging
+import time
+
+logger = logging.getLogger("herald.heap")
 
 # Net allocations between young passes (CPython's default: 700), then how many
 # passes of one generation make a pass of the next (defaults: 10 and 10).
 THRESHOLDS = (50_000, 50, 100)
+# A pass that holds the process longer than this is logged: every request and socket waits for it.
+LONG_PASS_SECONDS = 0.1
+
+
+class PassTimer:
+    """Times the collector's passes (``gc.callbacks``) and logs those longer than :data:`LONG_PASS_SECONDS`.
+
+    A full pass walks every object made since start-up that still lives; its
+    pause is the event loop's, and shows up as a latency spike with no other
+    trace. The log line names the generation and how long it held the process.
+    """
+
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.longest = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.started = time.perf_counter()
+            return
+        held = time.perf_counter() - self.started
+        self.longest = max(self.longest, held)
+        if held > LONG_PASS_SECONDS:
+            logger.warning(
+                "garbage collection of generation %d held the process for %.0f ms (%d objects freed)",
+                info.get("generation", -1),
+                held * 1000,
+                info.get("collected", 0),
+            )
 
 
 def settle_heap() -> None:
@@ -34,3 +67,5 @@ def settle_heap() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(*THRESHOLDS)
+    if not any(isinstance(callback, PassTimer) for callback in gc.callbacks):
+        gc.callbacks.append(PassTimer())

@@ -13,7 +13,8 @@ import pytest
 import uvicorn
 
 from herald import cli
-from herald.kit.heap import THRESHOLDS, settle_heap
+from herald.kit import heap
+from herald.kit.heap import THRESHOLDS, PassTimer, settle_heap
 from herald.migrations import upgrade
 
 
@@ -21,12 +22,14 @@ from herald.migrations import upgrade
 def collector() -> Iterator[None]:
     """Leave the test process's collector as it was found."""
     thresholds = gc.get_threshold()
+    callbacks = list(gc.callbacks)
     gc.unfreeze()
     try:
         yield
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)
+        gc.callbacks[:] = callbacks
 
 
 class Node:
@@ -48,6 +51,20 @@ def test_cycles_made_after_settling_are_still_collected(collector: None) -> None
     del node
     gc.collect()
     assert gone() is None
+
+
+def test_a_long_pass_is_logged_with_its_generation(collector: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A full pass holds the event loop; without the line, a latency spike it causes has no trace."""
+    settle_heap()
+    settle_heap()  # once is enough: a second call adds no second timer
+    [timer] = [callback for callback in gc.callbacks if isinstance(callback, PassTimer)]
+    caplog.set_level("WARNING", logger="herald.heap")
+    gc.collect()
+    assert caplog.records == []  # a pass of next to nothing is far below the line
+    monkeypatch.setattr(heap, "LONG_PASS_SECONDS", 0.0)
+    gc.collect()
+    assert [record.getMessage().split(" held ")[0] for record in caplog.records] == ["garbage collection of generation 2"]
+    assert timer.longest > 0
 
 
 def _collector_state() -> dict[str, Any]:

@@ -7,7 +7,7 @@ from datetime import datetime
 from functools import cache, partial
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, case, delete, exists, func, literal, or_, select, tuple_, update
+from sqlalchemy import Select, and_, bindparam, case, delete, exists, func, literal, or_, select, text, tuple_, update
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -856,6 +856,8 @@ def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # Job statuses that still have work ahead of them (a merged job waits on its digest).
 UNFINISHED = ("queued", "delayed", "running", "pending")
+# The predicate of ix_jobs_webhook_updated, as the index spells it.
+WEBHOOK_JOBS = text("jobs.kind = 'webhook'")
 
 
 class HistoryRepository:
@@ -948,9 +950,16 @@ class HistoryRepository:
         return deleted
 
     async def delete_finished_webhook_jobs(self, before: datetime) -> int:
-        """Delete webhook deliveries that ended (sent, given up, canceled) before ``before``."""
+        """Delete webhook deliveries that ended (sent, given up, canceled) before ``before``.
+
+        The kind is written as ``ix_jobs_webhook_updated``'s own predicate, so
+        the store reads that index (the webhook jobs alone) whatever the plan:
+        with the kind a bound parameter, PostgreSQL's generic plan read every
+        job (0.3–0.55 s on a store of 1.3 million, every minute per worker,
+        before its next claim).
+        """
         return await self._delete(
-            Job, (Job.kind == "webhook") & Job.status.in_(("completed", "failed", "canceled")) & (Job.updated_at < before)
+            Job, WEBHOOK_JOBS & Job.status.in_(("completed", "failed", "canceled")) & (Job.updated_at < before)
         )
 
     async def delete_delivery_event_keys_before(self, before: datetime, limit: int) -> int:

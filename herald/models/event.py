@@ -133,6 +133,13 @@ class Job(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
             sqlite_where=text("step_type = 'digest' AND status IN ('queued', 'running')"),
             postgresql_where=text("step_type = 'digest' AND status IN ('queued', 'running')"),
         ),
+        # Webhook deliveries by age, for retention (migration 0021): without it each purge read the whole table.
+        Index(
+            "ix_jobs_webhook_updated",
+            "updated_at",
+            sqlite_where=text("kind = 'webhook'"),
+            postgresql_where=text("kind = 'webhook'"),
+        ),
     )
 
     kind: Mapped[str] = mapped_column(String(16))

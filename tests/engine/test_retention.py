@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -266,3 +267,42 @@ async def test_a_worker_logs_its_retention_when_it_starts(worker: Worker, caplog
     with caplog.at_level(logging.INFO, logger="herald.worker"):
         await worker.run_forever(stop)
     assert f"worker {worker.worker_id}: the activity is kept 30 days" in caplog.text
+
+
+async def test_the_purge_of_webhook_deliveries_reads_their_index_not_the_jobs_table(app: FastAPI) -> None:
+    """Every minute, before its next claim, each worker deletes the finished webhook jobs: read from the whole
+    table, that took 0.3-0.55 s on a store of 1.3 million jobs, and delayed every delivery meanwhile."""
+    from herald.engine.repository import HistoryRepository
+
+    statements: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        if statement.lstrip().upper().startswith("DELETE FROM JOBS"):
+            statements.append(statement)
+
+    engine = app.state.engine
+    event.listen(engine.sync_engine, "before_cursor_execute", record)
+    try:
+        async with app.state.sessionmaker() as session, session.begin():
+            await HistoryRepository(session).delete_finished_webhook_jobs(utcnow())
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", record)
+    [statement] = statements
+    sqlite = engine.dialect.name == "sqlite"
+    async with engine.connect() as connection:
+        if not sqlite:
+            await connection.exec_driver_sql("SET enable_seqscan = off")  # the table is empty: may the index serve?
+        explain = "EXPLAIN QUERY PLAN " if sqlite else "EXPLAIN "
+        # The statement as sent, its values bound as a generic plan binds them: none of them says the kind.
+        parameters = ("completed", "failed", "canceled", utcnow()) if sqlite else None
+        if sqlite:
+            rows = await connection.exec_driver_sql(explain + statement, parameters)
+        else:
+            await connection.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+            await connection.exec_driver_sql("PREPARE purge_webhooks AS " + statement)
+            casts = dict(re.findall(r"\$(\d+)::(\w+)", statement))
+            statuses = iter(("'completed'", "'failed'", "'canceled'"))
+            values = [next(statuses) if casts[str(n)] == "VARCHAR" else "now()" for n in range(1, len(casts) + 1)]
+            rows = await connection.exec_driver_sql(explain + f"EXECUTE purge_webhooks({', '.join(values)})")
+        plan = " / ".join(str(row[-1]) for row in rows)
+    assert "ix_jobs_webhook_updated" in plan, plan

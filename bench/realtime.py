@@ -314,6 +314,21 @@ async def measure_on(
             if seq in socket.received and not math.isnan(socket.stored[seq])
         ]
         accepted = [(answered[seq] - at) * 1000 for seq, (at, _) in scheduled.items() if seq in answered]
+        # The slowest five, each with when it was sent (s into the run) and its parts: answered, stored, on the socket.
+        slowest = sorted(
+            (seq for seq, (_, socket) in scheduled.items() if seq in socket.received),
+            key=lambda seq: scheduled[seq][1].received[seq] - scheduled[seq][0],
+            reverse=True,
+        )[:5]
+
+        def parts(seq: int) -> str:
+            at, socket = scheduled[seq]
+            answer = f"{(answered[seq] - at) * 1000:.0f}" if seq in answered else "-"
+            return (
+                f"+{at - start:.1f} s: answered {answer}, stored {(socket.stored[seq] - at) * 1000:.0f}, "
+                f"socket {(socket.received[seq] - at) * 1000:.0f} ms"
+            )
+
         figures.update(
             subscribers=options.subscribers,
             rate_per_s=options.rate,
@@ -344,6 +359,7 @@ async def measure_on(
                 f"{len(latencies)}/{total} received, {missing} missing, {failures} sends failed; this process's "
                 f"longest pause {pauses.longest_stall_ms:.1f} ms (garbage collection {pauses.longest_gc_ms:.1f} ms)"
             )
+            say("slowest: " + "; ".join(parts(seq) for seq in slowest))
         else:
             say(f"no notification_received arrived ({failures} sends failed)")
     finally:

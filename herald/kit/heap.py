@@ -18,6 +18,7 @@ before it is freed; in the benchmarks a worker's resident memory rose by
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import time
@@ -49,13 +50,24 @@ class PassTimer:
             return
         held = time.perf_counter() - self.started
         self.longest = max(self.longest, held)
-        if held > LONG_PASS_SECONDS:
-            logger.warning(
-                "garbage collection of generation %d held the process for %.0f ms (%d objects freed)",
-                info.get("generation", -1),
-                held * 1000,
-                info.get("collected", 0),
-            )
+        if held <= LONG_PASS_SECONDS:
+            return
+        line = (info.get("generation", -1), held * 1000, info.get("collected", 0))
+        # A pass can start inside any allocation, a log handler's own included: on a
+        # running loop the line is written by the loop's next turn, outside the pass.
+        try:
+            asyncio.get_running_loop().call_soon(self._report, *line)
+        except RuntimeError:
+            self._report(*line)
+
+    @staticmethod
+    def _report(generation: int, held_ms: float, collected: int) -> None:
+        logger.warning(
+            "garbage collection of generation %d held the process for %.0f ms (%d objects freed)",
+            generation,
+            held_ms,
+            collected,
+        )
 
 
 def settle_heap() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import inspect
 import weakref
@@ -65,6 +66,19 @@ def test_a_long_pass_is_logged_with_its_generation(collector: None, monkeypatch:
     gc.collect()
     assert [record.getMessage().split(" held ")[0] for record in caplog.records] == ["garbage collection of generation 2"]
     assert timer.longest > 0
+
+
+async def test_on_a_running_loop_the_line_is_written_by_the_loops_next_turn(
+    collector: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pass may start inside a log handler's own allocation: the line is not written from within the pass."""
+    settle_heap()
+    monkeypatch.setattr(heap, "LONG_PASS_SECONDS", 0.0)
+    caplog.set_level("WARNING", logger="herald.heap")
+    gc.collect()
+    assert caplog.records == []
+    await asyncio.sleep(0)
+    assert "garbage collection of generation 2" in caplog.records[0].getMessage()
 
 
 def _collector_state() -> dict[str, Any]:

@@ -32,67 +32,21 @@ logger = logging.getLogger("herald.realtime")
 PINNED = {"uvicorn": "0.54.0", "wsproto": "1.3.2"}
 
 
-class ReceiveQueue:
-    """``asyncio.Queue``'s ``put_nowait``, ``get`` and ``empty``, unbounded, as uvicorn's protocol uses them."""
+class _Waiters:
+    """The futures of the tasks waiting on a :class:`ReceiveQueue` or a :class:`Flag`: a list made by the first."""
 
-    __slots__ = ("_items", "_waiters")
+    __slots__ = ("_waiters",)
 
     def __init__(self) -> None:
-        self._items: list[Any] = []
         self._waiters: list[asyncio.Future[None]] | None = None
 
-    def put_nowait(self, item: Any) -> None:
-        self._items.append(item)
+    def _wake_all(self) -> None:
         waiters, self._waiters = self._waiters, None
         for waiter in waiters or ():
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def get(self) -> Any:
-        while not self._items:
-            waiter = asyncio.get_running_loop().create_future()
-            if self._waiters is None:
-                self._waiters = []
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            finally:
-                if self._waiters is not None and waiter in self._waiters:
-                    self._waiters.remove(waiter)
-        return self._items.pop(0)
-
-    def empty(self) -> bool:
-        return not self._items
-
-    def qsize(self) -> int:
-        return len(self._items)
-
-
-class Flag:
-    """``asyncio.Event``'s ``set``, ``clear``, ``is_set`` and ``wait``."""
-
-    __slots__ = ("_value", "_waiters")
-
-    def __init__(self) -> None:
-        self._value = False
-        self._waiters: list[asyncio.Future[None]] | None = None
-
-    def is_set(self) -> bool:
-        return self._value
-
-    def set(self) -> None:
-        self._value = True
-        waiters, self._waiters = self._waiters, None
-        for waiter in waiters or ():
-            if not waiter.done():
-                waiter.set_result(None)
-
-    def clear(self) -> None:
-        self._value = False
-
-    async def wait(self) -> bool:
-        if self._value:
-            return True
+    async def _wait_for_wake(self) -> None:
         waiter = asyncio.get_running_loop().create_future()
         if self._waiters is None:
             self._waiters = []
@@ -102,6 +56,55 @@ class Flag:
         finally:
             if self._waiters is not None and waiter in self._waiters:
                 self._waiters.remove(waiter)
+
+
+class ReceiveQueue(_Waiters):
+    """``asyncio.Queue``'s ``put_nowait``, ``get`` and ``empty``, unbounded, as uvicorn's protocol uses them."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._items: list[Any] = []
+
+    def put_nowait(self, item: Any) -> None:
+        self._items.append(item)
+        self._wake_all()
+
+    async def get(self) -> Any:
+        while not self._items:
+            await self._wait_for_wake()
+        return self._items.pop(0)
+
+    def empty(self) -> bool:
+        return not self._items
+
+    def qsize(self) -> int:
+        return len(self._items)
+
+
+class Flag(_Waiters):
+    """``asyncio.Event``'s ``set``, ``clear``, ``is_set`` and ``wait``."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._value = False
+
+    def is_set(self) -> bool:
+        return self._value
+
+    def set(self) -> None:
+        self._value = True
+        self._wake_all()
+
+    def clear(self) -> None:
+        self._value = False
+
+    async def wait(self) -> bool:
+        if not self._value:
+            await self._wait_for_wake()
         return True
 
 

@@ -295,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler=cmd_serve, needs_schema=True)
 
     worker = commands.add_parser("worker", help="run job workers without the API")
-    worker.add_argument("--concurrency", type=int, default=0, help="jobs run at once (default 24)")
+    worker.add_argument("--concurrency", type=int, default=0, help="jobs run at once (default 100)")
     worker.add_argument("--nice", type=int, default=None, help="lower this process's CPU priority by N (default HERALD_WORKER_NICE, 10; 0 keeps it, and the worker then does not give way to busy API processes either)")
     worker.set_defaults(handler=cmd_worker, needs_schema=True)
 

@@ -76,7 +76,7 @@ class JobRunner:
     async def run(self, job: Job) -> None:
         await self.run_batch([job])
 
-    async def run_batch(self, jobs: Sequence[Job], concurrency: int = 24) -> None:
+    async def run_batch(self, jobs: Sequence[Job], concurrency: int = 100) -> None:
         """Run claimed jobs, writing their results in as few transactions as possible.
 
         Expansions are written together, and so are the steps whose outcome

@@ -75,7 +75,7 @@ class Worker:
     box: SecretBox
     settings: EngineSettings = field(default_factory=EngineSettings)
     # Steps evaluated at once (provider calls in flight), and jobs claimed at once.
-    concurrency: int = 24
+    concurrency: int = 100
     batch_size: int = 100
     poll_interval: float = 0.5
     signal: JobSignal = field(default_factory=JobSignal)

@@ -6,6 +6,7 @@ import asyncio
 import ssl
 from typing import Any
 
+import aiohttp
 import httpx
 
 from herald import __version__
@@ -14,6 +15,7 @@ from herald.kit.outbound import GuardedAsyncBackend, OutboundPolicy, OutboundRef
 from herald.providers.base import ProviderError
 from herald.providers.connection_pool import connection_pool_class
 from herald.providers.email.smtp_pool import SmtpPool
+from herald.providers.http1 import Http1Client, build_request
 
 CONNECT_TIMEOUT = 5.0
 TOTAL_TIMEOUT = 15.0
@@ -40,24 +42,29 @@ _ERROR_KEYS = (
 class OutboundClient(httpx.AsyncClient):
     """The providers' client: every connection it opens is checked by ``outbound`` (kit/outbound.py).
 
-    Providers that connect without it (SMTP, the FCM token request) read the
-    same policy from it (:func:`outbound_policy`).
+    :func:`send_raw` sends HTTP/1.1 requests through ``http1`` (aiohttp,
+    providers/http1.py) and HTTP/2 ones through httpx's transport. Providers
+    that connect without it (SMTP, the FCM token request) read the same policy
+    from it (:func:`outbound_policy`).
     """
 
-    def __init__(self, *, outbound: OutboundPolicy, transport: httpx.AsyncBaseTransport, **kwargs: Any) -> None:
+    def __init__(self, *, outbound: OutboundPolicy, transport: httpx.AsyncBaseTransport, http1: Http1Client, **kwargs: Any) -> None:
         super().__init__(transport=transport, **kwargs)
         self.outbound = outbound
         self.outbound_transport = transport
+        self.http1 = http1
         # SMTP connections kept open between sends, per integration (providers/email/smtp_pool.py):
         # they live as long as the client, which the engine keeps for the worker's life.
         self.smtp_pool = SmtpPool()
 
     async def aclose(self) -> None:
         await self.smtp_pool.aclose()
+        await self.http1.aclose()
         await super().aclose()
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self.smtp_pool.aclose()
+        await self.http1.aclose()
         await super().__aexit__(*exc_info)
 
 
@@ -112,11 +119,13 @@ def create_http_client(
     used: a proxy would connect on Herald's behalf to addresses never checked.
     """
     policy = outbound if outbound is not None else OutboundPolicy()
+    connect = min(connect_timeout, timeout)
     return OutboundClient(
         outbound=policy,
         transport=OutboundTransport(policy, verify=verify, http2=http2),
+        http1=Http1Client(policy, verify=verify, connect_timeout=connect, read_timeout=timeout),
         trust_env=False,
-        timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
+        timeout=httpx.Timeout(timeout, connect=connect),
         follow_redirects=False,
         headers={"user-agent": f"herald/{__version__}"},
     )
@@ -137,15 +146,22 @@ async def send_request(
     return response
 
 
-async def send_raw(http: httpx.AsyncClient, provider_id: str, method: str, url: str, **kwargs: Any) -> httpx.Response:
-    """Send one request and return whatever the server answered; failing to get an answer raises."""
-    # httpx times each phase; the overall bound keeps a server that trickles
+async def send_raw(
+    http: httpx.AsyncClient, provider_id: str, method: str, url: str, *, http2: bool = False, **kwargs: Any
+) -> httpx.Response:
+    """Send one request and return whatever the server answered; failing to get an answer raises.
+
+    ``http2``: the request goes over httpx's transport, which negotiates
+    HTTP/2 over TLS (Apple's push service speaks nothing else); every other
+    request of the providers' client goes over HTTP/1.1 (providers/http1.py).
+    """
+    # The client times each phase; the overall bound keeps a server that trickles
     # bytes from holding a worker longer than the read timeout.
     deadline = http.timeout.read or TOTAL_TIMEOUT
     try:
         async with asyncio.timeout(deadline):
             if isinstance(http, OutboundClient):
-                return await _exchange(http, method, url, **kwargs)
+                return await _exchange(http, method, url, http2=http2, **kwargs)
             return await http.request(method, url, **kwargs)
     except (TimeoutError, httpx.TimeoutException) as exc:
         raise ProviderError(
@@ -154,9 +170,9 @@ async def send_raw(http: httpx.AsyncClient, provider_id: str, method: str, url: 
         ) from exc
     except httpx.UnsupportedProtocol as exc:
         raise ProviderError(f"{provider_id}: unsupported URL {_masked_url(url)!r}: {exc}", transient=False) from exc
-    except httpx.InvalidURL as exc:
+    except (httpx.InvalidURL, aiohttp.InvalidURL) as exc:
         raise ProviderError(f"{provider_id}: invalid URL {_masked_url(url)!r}: {exc}", transient=False) from exc
-    except httpx.TransportError as exc:
+    except (httpx.TransportError, httpx.DecodingError, aiohttp.ClientError) as exc:
         raise ProviderError(
             f"{provider_id}: could not reach {_origin(url)}: {exc or type(exc).__name__}", transient=True
         ) from exc
@@ -164,22 +180,24 @@ async def send_raw(http: httpx.AsyncClient, provider_id: str, method: str, url: 
         raise refused_error(provider_id, exc) from None
 
 
-async def _exchange(http: OutboundClient, method: str, url: str, *, auth: tuple[str, str] | None = None, **kwargs: Any) -> httpx.Response:
-    """One request through the client's transport, without ``AsyncClient.send``'s layers around it.
+async def _exchange(
+    http: OutboundClient, method: str, url: str, *, http2: bool, auth: tuple[str, str] | None = None, **kwargs: Any
+) -> httpx.Response:
+    """One request without ``AsyncClient.send``'s layers around it.
 
     ``send`` runs each request through an auth flow, a redirect loop, the
     cookie jar and the event hooks. The providers' client uses none of them:
     no client-wide auth, redirects never followed, no hooks, and no cookies,
     which must not travel from one provider's answer to another's request.
-    Those layers cost a provider request about a fifth of its CPU (an HTTP
-    provider's email, ``python -m bench.email``). The request is built by the
-    client (its base headers and timeouts), a Basic ``auth`` pair is applied
-    by httpx's own BasicAuth, and the body is read before returning, as
-    ``request`` does.
+    The request is built as the client builds it (its base headers), a Basic
+    ``auth`` pair is applied by httpx's own BasicAuth, and the body is read
+    before returning, as ``request`` does.
     """
-    request = http.build_request(method, url, **kwargs)
+    request = build_request(http, method, url, **kwargs)
     if auth is not None:
         request = next(httpx.BasicAuth(*auth).auth_flow(request))
+    if not http2:
+        return await http.http1.send(request)
     response = await http.outbound_transport.handle_async_request(request)
     response.request = request
     try:

@@ -31,8 +31,8 @@ class ApnsProvider(PushProvider):
     ``threadId``, ``mutableContent``, ``contentAvailable``, ``aps`` (merged
     into aps), and the headers' ``priority``, ``expiration``, ``collapseId``.
 
-    The shared client negotiates HTTP/2, which Apple requires (see
-    ``herald.providers.http.create_http_client``).
+    Its requests go over HTTP/2, which Apple requires (``send_raw(..., http2=True)``,
+    see ``herald.providers.http``).
     """
 
     provider_id: ClassVar[str] = "apns"
@@ -61,7 +61,7 @@ class ApnsProvider(PushProvider):
 
     async def _send_one(self, url: str, payload: dict[str, Any], headers: dict[str, str]) -> str | None | ProviderError:
         try:
-            response = await send_raw(self.http, self.provider_id, "POST", url, json=payload, headers=headers)
+            response = await send_raw(self.http, self.provider_id, "POST", url, json=payload, headers=headers, http2=True)
         except ProviderError as error:
             return error
         if response.is_success:

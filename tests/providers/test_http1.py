@@ -1,0 +1,179 @@
+"""HTTP/1.1 provider requests (aiohttp, providers/http1.py): what a provider sends and reads back is httpx's, the policy holds."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import math
+import ssl
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from starlette.responses import Response
+
+from herald.kit.outbound import OutboundPolicy
+from herald.providers import ChatMessage, ProviderError, create_http_client
+from herald.providers.chat.webhook import ChatWebhookProvider
+from herald.providers.http import send_raw
+from herald.providers.http1 import json_content
+from tests.fixtures import peers
+from tests.fixtures.peers import LOCAL_PEERS, HttpPeer
+from tests.providers.test_outbound import resolve_names
+
+
+def httpx_json(value: Any) -> bytes:
+    """The body httpx itself writes for ``json=value``."""
+    return httpx.Request("POST", "http://example.test/", json=value).content
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"personalizations": [{"to": [{"email": "ada@example.com"}]}], "subject": "Größe ✓ 日本", "n": 3},
+        {"html": "<p>\"quoted\" \\ and\ncontrol \x01 chars</p>", "empty": {}, "list": [], "none": None, "yes": True},
+        {"float": 0.1, "neg": -2.5, "int": 12345678901234, "zero": 0.0},
+        {1: "integer keys", "b": 2},  # orjson refuses integer keys; json.dumps turns them into strings
+        {"huge": 2**70},  # past 64 bits: orjson refuses, json.dumps writes it
+        ["top", "level", "list"],
+    ],
+)
+def test_json_bodies_are_what_httpx_would_send(value: Any) -> None:
+    assert json.loads(json_content(value)) == json.loads(httpx_json(value))
+    assert json_content(value) == httpx_json(value)
+
+
+@pytest.mark.parametrize("value", [{"a": math.nan}, {"a": [1, {"b": math.inf}]}, [-math.inf]])
+def test_a_float_that_is_not_a_number_is_refused_as_httpx_refuses_it(value: Any) -> None:
+    with pytest.raises(ValueError):
+        httpx_json(value)
+    with pytest.raises(ValueError):
+        json_content(value)
+
+
+def test_null_in_a_body_is_kept() -> None:
+    assert json_content({"a": None, "b": [None]}) == b'{"a":null,"b":[null]}'
+
+
+async def test_a_json_request_carries_httpx_headers_and_body(peer: HttpPeer, http: httpx.AsyncClient) -> None:
+    peer.route("POST", "/json", lambda recorded: Response(status_code=202, headers={"x-message-id": "m-1"}))
+    body = {"subject": "Größe", "html": "<p>Hi</p>"}
+
+    answer = await send_raw(http, "json", "POST", f"{peer.url}/json", json=body, headers={"authorization": "Bearer k"})
+
+    [request] = peer.requests_to("/json")
+    assert request.body == httpx_json(body)
+    assert request.headers["content-type"] == "application/json"
+    assert request.headers["content-length"] == str(len(request.body))
+    assert request.headers["authorization"] == "Bearer k"
+    assert request.headers["user-agent"].startswith("herald/")
+    assert (answer.status_code, answer.headers["x-message-id"], answer.request.method) == (202, "m-1", "POST")
+
+
+async def test_a_compressed_answer_is_decoded_once(peer: HttpPeer, http: httpx.AsyncClient) -> None:
+    """aiohttp is told not to decode: httpx decodes by content-encoding, as before; decoded twice it would fail."""
+    payload = json.dumps({"errors": [{"message": "compressed"}]}).encode()
+    peer.route(
+        "POST",
+        "/gzip",
+        lambda recorded: Response(
+            status_code=400, content=gzip.compress(payload), headers={"content-encoding": "gzip", "content-type": "application/json"}
+        ),
+    )
+
+    answer = await send_raw(http, "gzip", "POST", f"{peer.url}/gzip", json={})
+
+    assert answer.status_code == 400
+    assert answer.json() == {"errors": [{"message": "compressed"}]}
+    [request] = peer.requests_to("/gzip")
+    assert "gzip" in request.headers["accept-encoding"]
+
+
+async def test_query_parameters_and_form_bodies_are_encoded_as_httpx_encodes_them(peer: HttpPeer, http: httpx.AsyncClient) -> None:
+    peer.route("POST", "/form", lambda recorded: Response(status_code=200, content=b"{}"))
+
+    await send_raw(http, "form", "POST", f"{peer.url}/form", params={"to": "+1 555"}, data={"Body": "Hi & bye"})
+
+    [request] = peer.requests_to("/form")
+    assert request.query == {"to": "+1 555"}
+    assert request.form_value("Body") == "Hi & bye"
+    assert request.headers["content-type"] == "application/x-www-form-urlencoded"
+
+
+async def test_an_unsupported_scheme_and_a_missing_host_are_permanent_failures(http: httpx.AsyncClient) -> None:
+    with pytest.raises(ProviderError) as unsupported:
+        await send_raw(http, "p", "POST", "ftp://files.example/upload", json={})
+    with pytest.raises(ProviderError) as hostless:
+        await send_raw(http, "p", "POST", "http:///path", json={})
+
+    assert unsupported.value.transient is False and "unsupported URL" in unsupported.value.message
+    assert hostless.value.transient is False and "invalid URL" in hostless.value.message
+
+
+async def test_a_server_that_closes_without_answering_is_a_transient_failure() -> None:
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with create_http_client(timeout=5.0, outbound=LOCAL_PEERS) as http:
+            with pytest.raises(ProviderError) as raised:
+                await send_raw(http, "p", "GET", f"http://127.0.0.1:{port}/")
+    finally:
+        server.close()
+
+    assert raised.value.transient is True and "could not reach http://127.0.0.1:" in raised.value.message
+
+
+@pytest.fixture
+async def tls_http1_server(tmp_path: Any) -> AsyncIterator[tuple[int, list[bytes], Any]]:
+    """An HTTP/1.1 server over TLS (certificate for localhost and 127.0.0.1) that answers 200 and keeps each request line."""
+    tls = peers.self_signed_certificate(tmp_path)
+    lines: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+            await reader.readexactly(length)
+            lines.append(head.split(b"\r\n")[0])
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: application/json\r\n\r\n{}")
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=tls.server_context())
+    yield server.sockets[0].getsockname()[1], lines, tls
+    server.close()
+
+
+async def test_tls_over_http1_verifies_the_host_name_when_connecting_by_address(
+    tls_http1_server: tuple[int, list[bytes], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The certificate names localhost, not hooks.test, though both resolve to 127.0.0.1: the second is refused."""
+    port, lines, tls = tls_http1_server
+    looked_up = resolve_names(monkeypatch, {"localhost": "127.0.0.1", "hooks.test": "127.0.0.1"})
+    trust = ssl.create_default_context(cafile=str(tls.cert))
+    async with create_http_client(timeout=5.0, verify=trust, outbound=LOCAL_PEERS) as http:
+        await ChatWebhookProvider({}, http).send(ChatMessage(content="x", webhook_url=f"https://localhost:{port}/hook"))
+        with pytest.raises(ProviderError) as raised:
+            await ChatWebhookProvider({}, http).send(ChatMessage(content="x", webhook_url=f"https://hooks.test:{port}/hook"))
+
+    assert lines == [b"POST /hook HTTP/1.1"]
+    assert looked_up == ["localhost", "hooks.test"]
+    assert "CERTIFICATE_VERIFY_FAILED" in raised.value.message and "hooks.test" in raised.value.message
+
+
+async def test_a_literal_address_is_checked_before_connecting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """aiohttp does not ask the resolver about an address in the URL; the policy still sees it, every time."""
+    async with create_http_client(timeout=5.0, outbound=OutboundPolicy.allowing(["10.0.0.0/8"])) as http:
+        for _ in range(2):
+            with pytest.raises(ProviderError) as raised:
+                await send_raw(http, "p", "POST", "http://127.0.0.1:9/hook", json={})
+            assert raised.value.transient is False and "refused 127.0.0.1 (a loopback address)" in raised.value.message

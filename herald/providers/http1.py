@@ -163,7 +163,11 @@ class Http1Client:
             if len(self._checked_hosts) >= CHECKED_HOSTS:
                 self._checked_hosts.clear()
             self._checked_hosts.add(url.host)
-        headers = [(name, value) for name, value in request.headers.multi_items() if name != "host"]
+        # The names as the provider wrote them (httpx's own list lower-cases them); aiohttp writes the Host.
+        encoding = request.headers.encoding
+        headers = [
+            (name.decode(encoding), value.decode(encoding)) for name, value in request.headers.raw if name.lower() != b"host"
+        ]
         async with self.session().request(
             request.method,
             URL(str(url), encoded=True),

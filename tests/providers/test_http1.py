@@ -129,18 +129,29 @@ async def test_a_server_that_closes_without_answering_is_a_transient_failure() -
     assert raised.value.transient is True and "could not reach http://127.0.0.1:" in raised.value.message
 
 
-@pytest.fixture
-async def tls_http1_server(tmp_path: Any) -> AsyncIterator[tuple[int, list[bytes], Any]]:
-    """An HTTP/1.1 server over TLS (certificate for localhost and 127.0.0.1) that answers 200 and keeps each request line."""
-    tls = peers.self_signed_certificate(tmp_path)
-    lines: list[bytes] = []
+class RawHttpServer:
+    """An HTTP/1.1 server on 127.0.0.1 (over TLS when given a context) that answers 200 and keeps each request's head as sent."""
 
-    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self) -> None:
+        self.heads: list[bytes] = []
+        self.port = 0
+        self._server: asyncio.Server | None = None
+
+    async def start(self, context: ssl.SSLContext | None = None) -> RawHttpServer:
+        self._server = await asyncio.start_server(self._answer, "127.0.0.1", 0, ssl=context)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
-            length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
-            await reader.readexactly(length)
-            lines.append(head.split(b"\r\n")[0])
+            lengths = [int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")]
+            await reader.readexactly(lengths[0] if lengths else 0)
+            self.heads.append(head)
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: application/json\r\n\r\n{}")
             await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -148,16 +159,36 @@ async def tls_http1_server(tmp_path: Any) -> AsyncIterator[tuple[int, list[bytes
         finally:
             writer.close()
 
-    server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=tls.server_context())
-    yield server.sockets[0].getsockname()[1], lines, tls
+
+@pytest.fixture
+async def tls_http1_server(tmp_path: Any) -> AsyncIterator[tuple[RawHttpServer, Any]]:
+    """A RawHttpServer over TLS with a certificate for localhost and 127.0.0.1."""
+    tls = peers.self_signed_certificate(tmp_path)
+    server = await RawHttpServer().start(tls.server_context())
+    yield server, tls
     server.close()
 
 
+async def test_header_names_go_out_as_the_provider_wrote_them(http: httpx.AsyncClient) -> None:
+    server = await RawHttpServer().start()
+    try:
+        await send_raw(http, "p", "POST", f"http://127.0.0.1:{server.port}/send", json={}, headers={"Authorization": "Bearer k", "X-Api-Key": "v"})
+    finally:
+        server.close()
+
+    [head] = server.heads
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /send HTTP/1.1"
+    assert b"Authorization: Bearer k" in lines and b"X-Api-Key: v" in lines
+    assert [line for line in lines if line.lower().startswith(b"host:")] == [f"Host: 127.0.0.1:{server.port}".encode()]
+
+
 async def test_tls_over_http1_verifies_the_host_name_when_connecting_by_address(
-    tls_http1_server: tuple[int, list[bytes], Any], monkeypatch: pytest.MonkeyPatch
+    tls_http1_server: tuple[RawHttpServer, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The certificate names localhost, not hooks.test, though both resolve to 127.0.0.1: the second is refused."""
-    port, lines, tls = tls_http1_server
+    server, tls = tls_http1_server
+    port = server.port
     looked_up = resolve_names(monkeypatch, {"localhost": "127.0.0.1", "hooks.test": "127.0.0.1"})
     trust = ssl.create_default_context(cafile=str(tls.cert))
     async with create_http_client(timeout=5.0, verify=trust, outbound=LOCAL_PEERS) as http:
@@ -165,7 +196,7 @@ async def test_tls_over_http1_verifies_the_host_name_when_connecting_by_address(
         with pytest.raises(ProviderError) as raised:
             await ChatWebhookProvider({}, http).send(ChatMessage(content="x", webhook_url=f"https://hooks.test:{port}/hook"))
 
-    assert lines == [b"POST /hook HTTP/1.1"]
+    assert [head.split(b"\r\n")[0] for head in server.heads] == [b"POST /hook HTTP/1.1"]
     assert looked_up == ["localhost", "hooks.test"]
     assert "CERTIFICATE_VERIFY_FAILED" in raised.value.message and "hooks.test" in raised.value.message
 

@@ -172,7 +172,9 @@ async def send_raw(
         raise ProviderError(f"{provider_id}: unsupported URL {_masked_url(url)!r}: {exc}", transient=False) from exc
     except (httpx.InvalidURL, aiohttp.InvalidURL) as exc:
         raise ProviderError(f"{provider_id}: invalid URL {_masked_url(url)!r}: {exc}", transient=False) from exc
-    except (httpx.TransportError, httpx.DecodingError, aiohttp.ClientError) as exc:
+    except httpx.DecodingError as exc:
+        raise ProviderError(f"{provider_id}: could not decode the answer from {_origin(url)}: {exc}", transient=True) from exc
+    except (httpx.TransportError, aiohttp.ClientError) as exc:
         raise ProviderError(
             f"{provider_id}: could not reach {_origin(url)}: {exc or type(exc).__name__}", transient=True
         ) from exc

@@ -20,7 +20,7 @@ from herald.providers.chat.webhook import ChatWebhookProvider
 from herald.providers.http import send_raw
 from herald.providers.http1 import json_content
 from tests.fixtures import peers
-from tests.fixtures.peers import LOCAL_PEERS, HttpPeer
+from tests.fixtures.peers import LOCAL_PEERS, CountingListener, HttpPeer
 from tests.providers.test_outbound import resolve_names
 
 
@@ -208,3 +208,27 @@ async def test_a_literal_address_is_checked_before_connecting(monkeypatch: pytes
             with pytest.raises(ProviderError) as raised:
                 await send_raw(http, "p", "POST", "http://127.0.0.1:9/hook", json={})
             assert raised.value.transient is False and "refused 127.0.0.1 (a loopback address)" in raised.value.message
+
+
+@pytest.mark.parametrize("host", ["127.1", "2130706433", "0x7f000001", "0177.0.0.1", "[::1]", "[::ffff:7f00:1]"])
+async def test_other_spellings_of_loopback_reach_nothing(host: str) -> None:
+    listener = CountingListener().start()
+    try:
+        async with create_http_client(timeout=5.0) as http:
+            with pytest.raises(ProviderError) as raised:
+                await send_raw(http, "p", "POST", f"http://{host}:{listener.port}/hook", json={})
+    finally:
+        listener.stop()
+
+    assert raised.value.transient is False
+    assert listener.connections == 0
+
+
+async def test_an_answer_that_cannot_be_decoded_is_a_transient_failure_that_says_so(peer: HttpPeer, http: httpx.AsyncClient) -> None:
+    peer.route("POST", "/broken", lambda recorded: Response(status_code=200, content=b"not gzip", headers={"content-encoding": "gzip"}))
+
+    with pytest.raises(ProviderError) as raised:
+        await send_raw(http, "p", "POST", f"{peer.url}/broken", json={})
+
+    assert raised.value.transient is True
+    assert raised.value.message.startswith(f"p: could not decode the answer from {peer.url}")

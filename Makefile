@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 HERALD_DATA_DIR ?= $(CURDIR)/.herald
 export HERALD_DATA_DIR
 
-.PHONY: install install-dev browser-packages node-sdk-packages run test migrate bootstrap bench clean
+.PHONY: install install-dev browser-packages node-sdk-packages bridge-packages run test migrate bootstrap bench clean clean-data
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,11 +61,23 @@ $(NODE_SDK)/node_modules/.package-lock.json: $(NODE_SDK)/package.json $(NODE_SDK
 
 node-sdk-packages: $(NODE_SDK)/node_modules/.package-lock.json
 
+# Novu's @novu/framework (a bridge app) and novu CLI (pinned by tests/bridge/node/package-lock.json) for
+# tests/bridge, the same way.
+BRIDGE := tests/bridge/node
+$(BRIDGE)/node_modules/.package-lock.json: $(BRIDGE)/package.json $(BRIDGE)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+	  cd $(BRIDGE) && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.package-lock.json; \
+	else \
+	  echo "npm is not installed: the bridge tests (tests/bridge) will skip (apt-get install nodejs npm)"; \
+	fi
+
+bridge-packages: $(BRIDGE)/node_modules/.package-lock.json
+
 # The suite runs on every core (pytest-xdist: each worker has its own SQLite file and PostgreSQL database).
 # The template-limits test watches the health check's answers while templates attack a server: it runs
 # alone afterwards, so another worker's load is not counted against it. PYTEST_ARGS runs a part, on every core.
 TEMPLATE_LIMITS := tests/processes/test_template_limits.py
-test: install-dev browser-packages node-sdk-packages
+test: install-dev browser-packages node-sdk-packages bridge-packages
 	@if [ -n "$(PYTEST_ARGS)" ]; then \
 	  $(BIN)/python -m pytest -n auto $(PYTEST_ARGS); \
 	else \
@@ -76,5 +88,15 @@ test: install-dev browser-packages node-sdk-packages
 bench: install-dev
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
+# What the build made. The data folder (the database, secret.key, the Development API key) is not the
+# build's: `make clean-data` deletes it, after asking.
 clean:
-	rm -rf $(VENV) .herald .pytest_cache $(BROWSER)/node_modules $(BROWSER)/build $(NODE_SDK)/node_modules
+	rm -rf $(VENV) .pytest_cache $(BROWSER)/node_modules $(BROWSER)/build $(NODE_SDK)/node_modules $(BRIDGE)/node_modules
+
+clean-data:
+	@if [ ! -e "$(HERALD_DATA_DIR)" ]; then echo "$(HERALD_DATA_DIR) does not exist"; exit 0; fi; \
+	printf '%s\n' "Delete $(HERALD_DATA_DIR): the database, secret.key and the Development API key, for good?"; \
+	printf '%s' "Type yes to delete it (herald backup PATH copies the database first): "; \
+	read answer || answer=; \
+	if [ "$$answer" = yes ]; then rm -rf -- "$(HERALD_DATA_DIR)" && echo "Deleted $(HERALD_DATA_DIR)"; \
+	else echo "Kept $(HERALD_DATA_DIR)"; fi

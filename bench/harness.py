@@ -287,6 +287,8 @@ class Environment:
     services: list[Service] = field(default_factory=list)
     organization_id: str = ""
     environment_id: str = ""
+    # What an Inbox names the Development environment by (POST /v1/inbox/session).
+    application_identifier: str = ""
     # The checkout of Herald to run (bench/ab.py); this one by default.
     tree: Path = REPO
 
@@ -324,6 +326,7 @@ class Environment:
         development = next(item for item in boot["environments"] if item["name"] == "Development")
         self.organization_id = str(boot["organizationId"])
         self.environment_id = str(development["_id"])
+        self.application_identifier = str(development.get("applicationIdentifier") or "")
         return str(development["apiKey"])
 
     async def seed_subscribers(self, subscriber_ids: list[str], batch: int = 1000) -> None:

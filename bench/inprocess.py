@@ -173,8 +173,10 @@ async def run(
     else:
         from herald.app import create_app
         from herald.config import load_settings
+        from herald.kit import tracing
         from herald.kit.heap import settle_heap
 
+        tracing.configure()  # as `herald serve` does: on only when the OTEL_* variables ask
         app = create_app(load_settings(run_worker=False))
         settle_heap()  # as `herald serve` does
     async with app.router.lifespan_context(app):

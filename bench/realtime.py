@@ -49,7 +49,7 @@ from bench.loadgen import Api
 # Targets (docs/performance.md).
 P99_TARGET_MS = 100.0
 SOCKET_KB_TARGET = 20.0
-# The latency is measured with this many subscribers connected.
+# The latency target is measured with this many subscribers connected.
 LATENCY_SUBSCRIBERS = 1000
 
 

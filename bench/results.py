@@ -1,9 +1,9 @@
 """One JSON file a run under bench/results/: when, where, how, and every figure of the printed table.
 
 The file is named after the run's start and its store, e.g. ``2026-11-25T1029Z-postgres.json``
-(``-soak`` for the soak). Its fields:
+(``-<kind>`` for other kinds: ``-soak``, ``-console``, ``-hardening``). Its fields:
 
-- ``schema`` (1), ``kind`` (``bench`` or ``soak``), ``source`` (the tool that wrote it);
+- ``schema`` (1), ``kind`` (``bench``, ``soak``, ``console`` or ``hardening``), ``source`` (the tool that wrote it);
 - ``timestamp``: the run's start, UTC, ISO 8601; ``finished``: its end;
 - ``store`` (``sqlite`` or ``postgres``), ``server``, ``workers``, ``title``;
 - ``machine``: ``cores``, ``cpu_model``, ``memory_gib``, ``kernel``, ``python``;
@@ -94,7 +94,7 @@ def record(
 
 def file_name(data: dict[str, Any]) -> str:
     started = datetime.fromisoformat(data["timestamp"].replace("Z", "+00:00"))
-    suffix = "-soak" if data["kind"] == "soak" else ""
+    suffix = "" if data["kind"] == "bench" else f"-{data['kind']}"
     return f"{started:%Y-%m-%dT%H%M}Z-{data['store']}{suffix}.json"
 
 

@@ -69,6 +69,7 @@ class StatementCounter:
 async def run(store: Store, triggers: int, rate: float, show_statements: bool) -> None:
     from herald.app import create_app
     from herald.config import load_settings
+    from herald.kit import tracing
     from herald.kit.heap import settle_heap
     from herald.migrations import upgrade_async
     from herald.models import Message
@@ -82,6 +83,7 @@ async def run(store: Store, triggers: int, rate: float, show_statements: bool) -
         run_worker=True,
         log_level="warning",
     )
+    tracing.configure()  # as `herald serve` does: on only when the OTEL_* variables ask
     app = create_app(settings)
     counter = StatementCounter()
     async with app.router.lifespan_context(app):

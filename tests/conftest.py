@@ -63,9 +63,14 @@ async def app(database: TestDatabase, tmp_path_factory: pytest.TempPathFactory) 
         secret_key="test-secret-key",
         # The tests' peers listen on loopback; the default policy stays strict elsewhere.
         outbound_allow=LOOPBACK_ALLOW,
+        # Tests write the store through this app while a served one (running_server) works on it: that
+        # server's worker is not its SQLite file's only writer, so it polls as any worker does.
+        worker_idle_poll_seconds=0.5,
     )
     application = create_app(settings)
     yield application
+    if application.state.read_engine is not None:
+        await application.state.read_engine.dispose()
     await application.state.engine.dispose()
 
 

@@ -8,23 +8,39 @@ beside its sender, checks the provider's signature and reads its events; they
 are recorded by :func:`herald.deliveries.service.record_delivery_events`
 against the messages of that environment whose provider id they name. Events
 about mail Herald did not send are left out, so the provider is not asked to
-retry them.
+retry them. A signature's single-use token (Mailgun's) is spent in the same
+transaction as the events are recorded, so a request that fails leaves it
+unspent for the provider's retry.
+
+The same readers serve novu-py's ``activity.track``
+(``POST /v2/inbound-webhooks/delivery-providers/{environmentId}/{integrationId}``,
+:func:`track`): with an API key, a body in the provider's own format is read
+and its signature checked by the provider's reader exactly as above; a body in
+Herald's generic form (herald/deliveries/parsers.py) is read as that form.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
+from datetime import datetime
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.deliveries.parsers import GENERIC_KEYS, parser_for
 from herald.deliveries.repository import DeliveryRepository
-from herald.deliveries.schemas import WebhookResult
+from herald.deliveries.schemas import DeliveryEvent, WebhookResult
 from herald.deliveries.service import record_delivery_events
+from herald.integrations.repository import IntegrationRepository
+from herald.kit.auth import Principal
 from herald.kit.crypto import SecretBox
-from herald.kit.errors import BadRequestError, NotFoundError, ServiceUnavailableError
+from herald.kit.errors import BadRequestError, NotFoundError, ServiceUnavailableError, ValidationFailed
 from herald.kit.outbound import OutboundPolicy, OutboundRefused
+from herald.models import Integration
+from herald.providers.answers import read_streamed
 from herald.providers.email import mailgun_events, postmark_events, resend_events, sendgrid_events, ses_events
 from herald.providers.http import create_http_client
 from herald.providers.inbound import EventReader, InboundIntegration, InboundRequest
@@ -48,14 +64,16 @@ class ProviderFetch:
     async def __call__(self, url: str) -> bytes:
         if self.client is None:
             self.client = create_http_client(outbound=self.policy, timeout=10.0)
+        host = urlsplit(url).hostname
         try:
-            response = await self.client.get(url)
+            # Read to MAX_ANSWER_BYTES at most, then closed (providers/answers.py); more than MAX_FETCH_BYTES is refused.
+            response = await read_streamed(await self.client.send(self.client.build_request("GET", url), stream=True))
         except (httpx.HTTPError, OutboundRefused) as exc:
-            raise ServiceUnavailableError(
-                f"Herald could not reach {urlsplit(url).hostname}: {type(exc).__name__}"
-            ) from None
-        if not response.is_success or len(response.content) > MAX_FETCH_BYTES:
-            raise ServiceUnavailableError(f"{urlsplit(url).hostname} answered {response.status_code}")
+            raise ServiceUnavailableError(f"Herald could not reach {host}: {type(exc).__name__}") from None
+        if not response.is_success:
+            raise ServiceUnavailableError(f"{host} answered {response.status_code}")
+        if len(response.content) > MAX_FETCH_BYTES:
+            raise ServiceUnavailableError(f"{host} answered more than {MAX_FETCH_BYTES // 1024} KB")
         return response.content
 
 
@@ -84,11 +102,10 @@ async def receive(
     integration_id: str,
     request: InboundRequest,
 ) -> list[WebhookResult]:
+    repository = DeliveryRepository(session)
     integration = None
     if channel in CHANNELS:
-        integration = await DeliveryRepository(session).integration_of(
-            organization_id, environment_id, channel, integration_id
-        )
+        integration = await repository.integration_of(organization_id, environment_id, channel, integration_id)
     if integration is None:
         raise NotFoundError(f"Integration with id {integration_id} not found")
     if (integration.configurations or {}).get("inboundWebhookEnabled") is not True:
@@ -102,13 +119,80 @@ async def receive(
             f"Herald does not read {integration.provider_id}'s delivery webhooks; "
             f"readable: {', '.join(sorted(READERS))}"
         )
+    events = await _read_with(reader, repository, box, integration, request)
+    return await record_delivery_events(session, integration, events, skip_unknown=True)
+
+
+async def _read_with(
+    reader: EventReader,
+    repository: DeliveryRepository,
+    box: SecretBox,
+    integration: Integration,
+    request: InboundRequest,
+) -> list[DeliveryEvent]:
+    """The provider's reader on the request: its signature checked, its events read."""
+
+    async def spend_token(token: str, expires_at: datetime) -> bool:
+        return await repository.spend_signature_token(integration.environment_id, integration.id, token, expires_at)
+
     read = reader(
         request,
         InboundIntegration(
             provider_id=integration.provider_id,
             credentials=box.open_credentials(integration.credentials),
-            configurations=integration.configurations or {},
+            configurations=box.open_configurations(integration.configurations),
+            spend_token=spend_token,
         ),
     )
-    events = await read if inspect.isawaitable(read) else read
-    return await record_delivery_events(session, integration, events, skip_unknown=True)
+    return await read if inspect.isawaitable(read) else read
+
+
+def _json_or_none(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def is_generic_form(body: Any) -> bool:
+    """A JSON object every top-level key of which is the generic form's (``{"messageId", "status", ...}``).
+
+    No provider's own format is one: SendGrid posts an array, Twilio and Plivo a
+    form, Mailgun ``{"signature", "event-data"}``, Vonage's receipt names ``msisdn``
+    and ``to`` beside ``messageId``, Amazon SNS capitalises its keys.
+    """
+    return isinstance(body, dict) and bool(body) and all(key in GENERIC_KEYS for key in body)
+
+
+async def track(
+    session: AsyncSession,
+    box: SecretBox,
+    principal: Principal,
+    environment_id: str,
+    integration_id: str,
+    request: InboundRequest,
+) -> list[WebhookResult]:
+    """``POST /v2/inbound-webhooks/delivery-providers/{environmentId}/{integrationId}`` (``activity.track``).
+
+    The environment in the path must be the caller's (another one's is not
+    found, as its integrations are not). A body in the generic form is read as
+    that form; any other body, for a provider Herald has a reader of, is the
+    provider's own webhook: its signature rules apply as on
+    ``/webhooks/organizations/...`` (the API key does not stand in for them),
+    and events about mail Herald did not send are left out. The integration
+    need not have ``inboundWebhookEnabled``: the API key is the caller's
+    authority to report.
+    """
+    if environment_id != principal.environment_id:
+        raise NotFoundError(f"Environment with id {environment_id} not found")
+    integration = await IntegrationRepository(session).get(principal.environment_id, integration_id)
+    if integration is None:
+        raise NotFoundError(f"Integration with id {integration_id} not found")
+    body = _json_or_none(request.body)
+    reader = READERS.get(integration.provider_id)
+    if reader is not None and not is_generic_form(body):
+        events = await _read_with(reader, DeliveryRepository(session), box, integration, request)
+        return await record_delivery_events(session, integration, events, skip_unknown=True)
+    if not isinstance(body, dict):
+        raise ValidationFailed.field("body", 'The body must be a JSON object: one event, or {"events": [...]}', None)
+    return await record_delivery_events(session, integration, parser_for(integration.provider_id)(body))

@@ -28,6 +28,8 @@ REFERENCE_KEYS = ("messageId", "id", "eventId", "identifier", "externalId", "pro
 STATUS_KEYS = ("status", "eventType", "event")
 DATE_KEYS = ("date", "timestamp")
 MAX_EVENTS = 100
+# Every top-level key of the generic form: a body with only these is read as it, whatever the provider.
+GENERIC_KEYS = frozenset((*REFERENCE_KEYS, *STATUS_KEYS, *DATE_KEYS, "attempts", "response", "events"))
 
 Parser = Callable[[dict[str, Any]], list[DeliveryEvent]]
 

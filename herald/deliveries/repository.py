@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy import or_, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -10,7 +11,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.kit.time import utcnow
-from herald.models import DeliveryEventKey, ExecutionDetail, Integration, Message
+from herald.models import DeliveryEventKey, ExecutionDetail, Integration, Message, SpentSignatureToken
 
 # Keys inserted per statement (four bound values each: well within SQLite's limit).
 KEYS_PER_INSERT = 500
@@ -81,6 +82,25 @@ class DeliveryRepository:
             )
             claimed.update(result.scalars())
         return claimed
+
+    async def spend_signature_token(
+        self, environment_id: str, integration_id: str, token: str, expires_at: datetime
+    ) -> bool:
+        """Insert a signature's token (``SpentSignatureToken``); False when it was spent already.
+
+        As :meth:`claim_event_keys`: a request carrying the same token at the
+        same moment waits on this one's uncommitted row (PostgreSQL), then
+        finds it spent once this commits, or spends it if this rolls back.
+        """
+        insert = pg_insert if self.session.get_bind().dialect.name == "postgresql" else sqlite_insert
+        table = SpentSignatureToken.__table__
+        result = await self.session.execute(
+            insert(table)
+            .values(token=token, environment_id=environment_id, integration_id=integration_id, expires_at=expires_at)
+            .on_conflict_do_nothing()
+            .returning(table.c.token)
+        )
+        return result.scalar_one_or_none() is not None
 
     def add_detail(self, detail: ExecutionDetail) -> None:
         self.session.add(detail)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Body, Query, Request
+from fastapi import APIRouter, Query, Request
 
 from herald.deliveries import inbound, service
 from herald.deliveries.schemas import ExecutionDetails, WebhookResult
@@ -19,15 +19,27 @@ details_router = APIRouter(prefix="/v1/execution-details", tags=["Execution Deta
 provider_webhooks_router = APIRouter(prefix="/webhooks", tags=["Activity"], responses=ERROR_RESPONSES)
 
 
+# The body is read raw (a provider's own format may be a form or an SNS envelope in text/plain); this is what
+# the API describes: novu-py and @novu/api send a JSON object.
+TRACK_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": "The delivery provider's event(s): the generic form or the provider's own webhook body",
+        "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}},
+    }
+}
+
+
 @inbound_router.post(
     "/delivery-providers/{environmentId}/{integrationId}",
     response_model=DataResponse[list[WebhookResult]],
     summary="Track provider activity and engagement events",
+    openapi_extra=TRACK_BODY,
 )
 async def track_delivery_events(
     environmentId: str,
     integrationId: str,
-    body: Annotated[dict[str, Any], Body(description="The delivery provider's event(s)")],
+    request: Request,
     session: SessionDep,
     principal: PrincipalDep,
 ) -> DataResponse[list[WebhookResult]]:
@@ -39,9 +51,20 @@ async def track_delivery_events(
     A body in the generic form names the message (``messageId``/``id``/
     ``externalId``: Herald's ``_id`` or the provider's id), the ``status`` (one
     of novu-py's EventBody statuses) and the ``date``; ``{"events": [...]}``
-    carries several.
+    carries several. Any other body is the provider's own webhook (SendGrid,
+    Mailgun, Twilio, SES through SNS...: the readers of ``/webhooks/...``), its
+    signature checked as docs/delivery.md says.
     """
-    return DataResponse(data=await service.track(session, principal, environmentId, integrationId, body))
+    arrived = InboundRequest(
+        url=signed_url(request),
+        headers={name.lower(): value for name, value in request.headers.items()},
+        body=await request.body(),
+        fetch=provider_fetch(request),
+    )
+    results = await inbound.track(
+        session, request.app.state.secret_box, principal, environmentId, integrationId, arrived
+    )
+    return DataResponse(data=results)
 
 
 @details_router.get(

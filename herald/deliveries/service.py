@@ -23,10 +23,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.deliveries.parsers import parser_for
 from herald.deliveries.repository import DeliveryRepository
 from herald.deliveries.schemas import DeliveryEvent, EventBody, ExecutionDetails, WebhookResult
-from herald.integrations.repository import IntegrationRepository
 from herald.kit.auth import Principal
 from herald.kit.errors import NotFoundError
 from herald.kit.schemas import compact
@@ -222,24 +220,6 @@ async def hand_on_delivery_events(
             by_event.setdefault(outbound, []).append(message.id)
     for outbound, message_ids in by_event.items():
         await emit_for_messages(session, environment_id, outbound, message_ids)
-
-
-async def track(
-    session: AsyncSession, principal: Principal, environment_id: str, integration_id: str, body: dict[str, Any]
-) -> list[WebhookResult]:
-    """``POST /v2/inbound-webhooks/delivery-providers/{environmentId}/{integrationId}``.
-
-    The environment in the path must be the caller's (another one's is not
-    found, as its integrations are not); the integration's provider chooses how
-    the body is read.
-    """
-    if environment_id != principal.environment_id:
-        raise NotFoundError(f"Environment with id {environment_id} not found")
-    integration = await IntegrationRepository(session).get(principal.environment_id, integration_id)
-    if integration is None:
-        raise NotFoundError(f"Integration with id {integration_id} not found")
-    events = parser_for(integration.provider_id)(body)
-    return await record_delivery_events(session, integration, events)
 
 
 async def execution_details(

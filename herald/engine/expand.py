@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.engine import topic_preferences
 from herald.engine.queue import job_from_row
 from herald.engine.repository import EngineRepository, detail_row
 from herald.kit.ids import new_id
@@ -112,6 +113,10 @@ class ExpansionProgress:
     created: int
 
 
+# Where an event read for its expansion keeps its job's trace (kit/tracing.py) for the step jobs.
+TRACE_CONTEXT = "_trace_context"
+
+
 def active_steps(event: Event) -> list[dict[str, Any]]:
     return [step for step in event.steps or [] if step.get("active", True)]
 
@@ -151,6 +156,11 @@ def _step_jobs(event: Event, notification_id: str, subscriber_id: str, now: Any)
     # Chain each job to the one before it.
     for previous, current in zip(rows, rows[1:], strict=False):
         current["parent_id"] = previous["id"]
+    # The trigger's trace, carried from the event's job (expand_events) while traces are on.
+    trace_context = event.__dict__.get(TRACE_CONTEXT)
+    if trace_context is not None:
+        for row in rows:
+            row["trace_context"] = trace_context
     return rows
 
 
@@ -223,6 +233,9 @@ async def expand_events(
     for job in jobs:
         if job.event_id not in events:
             raise LookupError(f"event {job.event_id} of job {job.id} does not exist")
+        if job.trace_context is not None:
+            # Not a column of events: read by _step_jobs, for the step jobs of this event.
+            events[job.event_id].__dict__[TRACE_CONTEXT] = job.trace_context
     direct = [job for job in jobs if (job.data or {}).get("phase", "direct") == "direct"]
     created = await _expand_direct(repository, events, direct, hand_off)
     return {job.id: await _expand_members(repository, job, events[job.event_id], created[job.event_id]) for job in jobs}
@@ -296,7 +309,12 @@ async def _expand_members(repository: EngineRepository, job: Job, event: Event, 
             {topic_id: sorted(excluded) for topic_id, excluded in excluded_by_topic.items()}, data.get("cursor", ""), BATCH_SIZE
         )
         audience = [(event, internal, external) for internal, external in members if external != actor_id]
-        created += (await _create_notifications(repository, events, audience))[event.id]
+        # The subscriptions' own preferences (herald/engine/topic_preferences.py) leave some members out.
+        screened = await topic_preferences.screen(repository.session, event, list(excluded_by_topic), audience)
+        if screened.left_out:
+            data["leftOutByPreferences"] = data.get("leftOutByPreferences", 0) + screened.left_out
+            data["notes"] = list(dict.fromkeys([*data.get("notes", []), *screened.problems]))
+        created += (await _create_notifications(repository, events, screened.kept))[event.id]
         return _advance(job, data, members, created)
 
     if phase == "broadcast":
@@ -349,5 +367,8 @@ def expansion_detail(job: Job, progress: ExpansionProgress) -> dict[str, Any]:
         if progress.done
         else f"Trigger expansion in progress: {total} notifications so far"
     )
+    left_out = (job.data or {}).get("leftOutByPreferences", 0)
+    if left_out:
+        text += f"; {left_out} topic subscribers left out by their subscription's preferences"
     text += "".join(f"; {note}" for note in (job.data or {}).get("notes", []))
     return detail_row(job, "Success" if progress.done else "Pending", text)

@@ -14,13 +14,14 @@ import random
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from datetime import datetime, timedelta
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, select, text, update
+from sqlalchemy import ColumnElement, Select, and_, bindparam, delete, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import Session
 
-from herald.kit.db import any_of
+from herald.kit.db import any_of, any_of_parameter, dialect_of
 from herald.kit.db import dumps_json as dumps
 from herald.kit.time import utcnow
 from herald.models import Job
@@ -31,7 +32,9 @@ from herald.models import Job
 # parameters, SQLite scanned and sorted the whole jobs table on every claim
 # (milliseconds a claim once it held a few hundred thousand jobs), and
 # PostgreSQL's generic plan for the prepared statement would do the same.
-WAITING = text("jobs.status IN ('queued', 'delayed')")  # ix_jobs_due
+# The jobs a workflow worker claims: every waiting job but the webhook
+# deliveries, which wait in a queue of their own (herald/webhooks/queue.py).
+DUE = text("jobs.status IN ('queued', 'delayed') AND jobs.kind <> 'webhook'")  # ix_jobs_due
 LEASED = text("jobs.status = 'running'")  # ix_jobs_leased
 # The lease guard of statements that find their jobs by id (finish_jobs,
 # extend_leases), written so that it does NOT match ix_jobs_leased ('' is no
@@ -59,6 +62,8 @@ WAKE_CHANNEL = "herald_jobs"
 # holds dozens.
 PRESSURE_REQUESTS = 16
 BUSY = "busy"
+# The payload of a wake-up for the webhook senders alone (webhook deliveries queued).
+WEBHOOKS = "webhooks"
 ABANDONED = "The worker running this job stopped before finishing it, on every attempt"
 
 
@@ -67,18 +72,38 @@ class JobLost(Exception):
 
 
 class JobSignal:
-    """An in-process doorbell: rung when this process committed new jobs."""
+    """In-process doorbells: rung when this process committed new jobs, and new webhook deliveries.
+
+    The worker's loop waits on the first, its webhook sender (webhooks/sender.py)
+    on the second: each is cleared by its one waiter, and deliveries queued by
+    a busy round of steps do not make the steps' loop claim for nothing.
+    """
 
     def __init__(self) -> None:
         self._event = asyncio.Event()
+        self._webhooks = asyncio.Event()
+        # How many times the steps' bell has rung: an idle worker compares it with the count when it last
+        # read the next due time, to know whether jobs were written since (Worker._idle_timeout).
+        self.rings = 0
 
     def ring(self) -> None:
+        self.rings += 1
         self._event.set()
 
+    def ring_webhooks(self) -> None:
+        self._webhooks.set()
+
     async def wait(self, timeout: float) -> None:
-        with suppress(TimeoutError):
-            await asyncio.wait_for(self._event.wait(), timeout)
-        self._event.clear()
+        await _wait_and_clear(self._event, timeout)
+
+    async def wait_webhooks(self, timeout: float) -> None:
+        await _wait_and_clear(self._webhooks, timeout)
+
+
+async def _wait_and_clear(event: asyncio.Event, timeout: float) -> None:
+    with suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout)
+    event.clear()
 
 
 async def claim_jobs(session: AsyncSession, worker_id: str, limit: int, lease_seconds: float) -> list[Job]:
@@ -86,8 +111,11 @@ async def claim_jobs(session: AsyncSession, worker_id: str, limit: int, lease_se
 
     Read in run_at order from ``ix_jobs_due``, which holds only queued and
     delayed jobs: a claim reads as many index entries as it takes, however
-    many jobs wait. Jobs of workers that died come back through
-    :func:`requeue_expired_leases`.
+    many jobs wait. Webhook deliveries are not among them: they wait in
+    ``ix_jobs_webhook_due`` for the worker's webhook sender
+    (herald/webhooks/sender.py), so however many wait for a slow endpoint, a
+    workflow's due job is claimed as soon as without them. Jobs of workers
+    that died come back through :func:`requeue_expired_leases`.
 
     Every worker claims once per round and whenever jobs are announced, found
     or not, so the statement is built once (``_CLAIM``) and run on the
@@ -119,27 +147,38 @@ def job_from_row(row: dict[str, Any]) -> Job:
 
 
 _JOBS = Job.__table__
-_CLAIM = (
-    update(_JOBS)
-    .where(
-        _JOBS.c.id.in_(
-            select(_JOBS.c.id)
-            .where(WAITING, _JOBS.c.run_at <= bindparam("now", type_=_JOBS.c.run_at.type))
-            .order_by(_JOBS.c.run_at)
-            .limit(bindparam("limit"))
-            .with_for_update(skip_locked=True)
-            .scalar_subquery()
+
+
+def claim_statement(*due: Any) -> Any:
+    """The claim of up to ``:limit`` jobs that ``due`` selects and whose ``run_at`` has come, oldest first.
+
+    Skipped when locked elsewhere; each claimed job is running, leased to ``:worker`` until ``:until``, one
+    attempt more. The engine's queue and the webhook sender's (herald.webhooks.queue) claim with it.
+    """
+    return (
+        update(_JOBS)
+        .where(
+            _JOBS.c.id.in_(
+                select(_JOBS.c.id)
+                .where(*due, _JOBS.c.run_at <= bindparam("now", type_=_JOBS.c.run_at.type))
+                .order_by(_JOBS.c.run_at)
+                .limit(bindparam("limit"))
+                .with_for_update(skip_locked=True)
+                .scalar_subquery()
+            )
         )
+        .values(
+            status="running",
+            locked_by=bindparam("worker"),
+            locked_until=bindparam("until", type_=_JOBS.c.locked_until.type),
+            attempts=_JOBS.c.attempts + 1,
+            updated_at=bindparam("now", type_=_JOBS.c.updated_at.type),
+        )
+        .returning(*_JOBS.c)
     )
-    .values(
-        status="running",
-        locked_by=bindparam("worker"),
-        locked_until=bindparam("until", type_=_JOBS.c.locked_until.type),
-        attempts=_JOBS.c.attempts + 1,
-        updated_at=bindparam("now", type_=_JOBS.c.updated_at.type),
-    )
-    .returning(*_JOBS.c)
-)
+
+
+_CLAIM = claim_statement(DUE)
 
 
 async def requeue_expired_leases(session: AsyncSession, limit: int = 1000) -> int:
@@ -149,25 +188,39 @@ async def requeue_expired_leases(session: AsyncSession, limit: int = 1000) -> in
     ``ix_jobs_leased``. A job with no attempt left is failed instead
     (:func:`abandoned_jobs`), never run again.
     """
-    now = utcnow()
     expired = (
         select(Job.id)
-        .where(LEASED, Job.locked_until < now, Job.attempts < Job.max_attempts)
+        .where(LEASED, Job.locked_until < utcnow(), Job.attempts < Job.max_attempts)
         .order_by(Job.locked_until)
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
+    return await _queue_again(session, Job.id.in_(expired.scalar_subquery()))
+
+
+async def release_claims(session: AsyncSession, worker_id: str) -> int:
+    """Queue again, due now, the jobs ``worker_id`` holds: it stops without finishing them.
+
+    The attempt they were claimed for counts, as after a crash; another worker
+    takes them at once rather than when their lease runs out.
+    """
+    return await _queue_again(session, and_(LEASED, Job.locked_by == worker_id))
+
+
+async def _queue_again(session: AsyncSession, which: ColumnElement[bool]) -> int:
+    """Queue the ``which`` jobs again, due now and held by no worker; wake the workers when there were any."""
+    now = utcnow()
     result = await session.execute(
         update(Job)
-        .where(Job.id.in_(expired.scalar_subquery()))
+        .where(which)
         .values(status="queued", run_at=now, locked_by=None, locked_until=None, updated_at=now)
         .returning(Job.id),
         execution_options={"synchronize_session": False},
     )
-    requeued = len(result.all())
-    if requeued:
+    queued = len(result.all())
+    if queued:
         await wake_workers(session)
-    return requeued
+    return queued
 
 
 async def abandoned_jobs(session: AsyncSession, limit: int = 100) -> Sequence[Job]:
@@ -200,8 +253,8 @@ def abandoned_statement(now: datetime, limit: int) -> Select[tuple[Job]]:
 
 
 async def next_run_at(session: AsyncSession) -> datetime | None:
-    """When the earliest waiting job is due, so an idle worker knows how long it may sleep."""
-    return await session.scalar(select(Job.run_at).where(WAITING).order_by(Job.run_at).limit(1))
+    """When the earliest waiting job (not a webhook delivery) is due, so an idle worker knows how long it may sleep."""
+    return await session.scalar(select(Job.run_at).where(DUE).order_by(Job.run_at).limit(1))
 
 
 async def wake_workers(session: AsyncSession) -> None:
@@ -209,6 +262,17 @@ async def wake_workers(session: AsyncSession) -> None:
     if session.bind.dialect.name == "postgresql":
         await session.execute(text(f"NOTIFY {WAKE_CHANNEL}"))
     mark_jobs_written(session)
+
+
+async def wake_webhook_senders(session: AsyncSession) -> None:
+    """Tell the workers' webhook senders that deliveries were queued (on commit), and no one else.
+
+    The payload (``WEBHOOKS``) says so to the listeners of other processes,
+    whose loops of workflow steps then make no claim for it.
+    """
+    if session.bind.dialect.name == "postgresql":
+        await session.execute(text(f"NOTIFY {WAKE_CHANNEL}, '{WEBHOOKS}'"))
+    session.info["webhooks_written"] = True
 
 
 def mark_jobs_written(session: AsyncSession) -> None:
@@ -223,8 +287,8 @@ def mark_jobs_written(session: AsyncSession) -> None:
 def ring_on_commit(signal: JobSignal) -> Callable[[Session], None]:
     """A sessionmaker's ``after_commit`` hook (kit.db.create_sessionmaker): ring ``signal`` when jobs were committed.
 
-    Every commit that wrote jobs rings this process's worker, whoever made
-    it: a request, the trigger group commit, or the worker itself releasing
+    Every commit that wrote jobs rings this process's worker (one that queued
+    webhook deliveries, its webhook sender), whoever made it: a request, the trigger group commit, or the worker itself releasing
     the next steps of a chain. The worker relies on the last to go idle after
     a round that emptied the queue (engine/worker.py): on SQLite nothing else
     tells it about the jobs its own round released.
@@ -233,6 +297,8 @@ def ring_on_commit(signal: JobSignal) -> Callable[[Session], None]:
     def ring(session: Session) -> None:
         if session.info.pop("jobs_written", False):
             signal.ring()
+        if session.info.pop("webhooks_written", False):
+            signal.ring_webhooks()
 
     return ring
 
@@ -343,6 +409,7 @@ OUTCOME_COLUMNS = (
     "digest_key",
     "merged_into",
     "error_text",
+    "handed_over",
 )
 
 
@@ -394,7 +461,7 @@ _FINISH_POSTGRESQL = text(
     f"""UPDATE jobs SET {_ASSIGNMENTS}, updated_at = :now
     FROM jsonb_to_recordset(CAST(:outcomes AS jsonb)) AS v(
         id varchar, status varchar, run_at timestamptz, attempts integer, locked_until timestamptz,
-        data jsonb, result jsonb, digest_key varchar, merged_into varchar, error_text text)
+        data jsonb, result jsonb, digest_key varchar, merged_into varchar, error_text text, handed_over integer)
     WHERE jobs.id = v.id AND {HELD.text} AND jobs.locked_by = :worker
     RETURNING jobs.id"""
 ).bindparams(bindparam("now", type_=Job.__table__.c.updated_at.type))
@@ -445,6 +512,32 @@ async def lock_held_jobs(session: AsyncSession, job_ids: Sequence[str], worker_i
         .with_for_update()
     )
     return set(result.scalars())
+
+
+async def record_handovers(session: AsyncSession, job_ids: Sequence[str], worker_id: str) -> set[str]:
+    """Write, for the jobs of ``job_ids`` this worker still holds, that their current attempt hands its message over.
+
+    ``handed_over`` takes the attempt's number (``attempts``, counted at the
+    claim) in one statement guarded by the lease, as :func:`extend_leases` is;
+    returns the ids written. A job missing from the answer was taken over by
+    another worker, and its message must not be sent by this one.
+    """
+    if not job_ids:
+        return set()
+    connection = await session.connection()
+    result = await connection.execute(_handover_statement(dialect_of(session)), {"ids": list(job_ids), "worker": worker_id})
+    return set(result.scalars())
+
+
+@cache
+def _handover_statement(dialect: str) -> Any:
+    """:func:`record_handovers`' statement, built once per dialect (it runs before every SMTP email)."""
+    return (
+        update(_JOBS)
+        .where(any_of_parameter(dialect, _JOBS.c.id, "ids"), _JOBS.c.locked_by == bindparam("worker"), HELD)
+        .values(handed_over=_JOBS.c.attempts)
+        .returning(_JOBS.c.id)
+    )
 
 
 async def lock_jobs(session: AsyncSession, job_ids: Sequence[str]) -> Sequence[Job]:

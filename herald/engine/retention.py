@@ -22,6 +22,11 @@ transactions of bounded size (an event fanned out to 100,000 subscribers goes
 over several), so a purge never holds locks for long and workers purging
 at once only find less to do. A transactionId can be used again once its event
 has gone.
+
+The tokens of providers' signatures that do not cover the body
+(``spent_signature_tokens``: Mailgun's, each taken once) go as soon as their
+signature's timestamp is out of the tolerance, whatever the settings: a
+request with the token is refused from then on by its timestamp alone.
 """
 
 from __future__ import annotations
@@ -79,6 +84,7 @@ class Purged:
     messages: int = 0
     throttle_windows: int = 0
     delivery_event_keys: int = 0
+    signature_tokens: int = 0
 
     @property
     def rows(self) -> int:
@@ -90,6 +96,7 @@ class Purged:
             + self.messages
             + self.throttle_windows
             + self.delivery_event_keys
+            + self.signature_tokens
         )
 
     def __bool__(self) -> bool:
@@ -189,6 +196,8 @@ async def purge_history(
     # Closed throttle windows hold nothing a run needs; they go whatever the retention settings.
     async with sessionmaker() as session, session.begin():
         purged.throttle_windows = await HistoryRepository(session).delete_closed_throttle_windows(now)
+        # At most the last 10 minutes of signed requests: one statement.
+        purged.signature_tokens = await HistoryRepository(session).delete_expired_signature_tokens(now)
         # Webhook deliveries belong to no trigger: they are kept as long as the activity is.
         if retention.notification_days > 0:
             purged.jobs += await HistoryRepository(session).delete_finished_webhook_jobs(
@@ -197,7 +206,7 @@ async def purge_history(
     if purged:
         logger.info(
             "retention: deleted %d events (%d notifications, %d jobs, %d execution details), %d messages, "
-            "%d closed throttle windows and %d delivery event keys",
+            "%d closed throttle windows, %d delivery event keys and %d spent signature tokens",
             purged.events,
             purged.notifications,
             purged.jobs,
@@ -205,5 +214,6 @@ async def purge_history(
             purged.messages,
             purged.throttle_windows,
             purged.delivery_event_keys,
+            purged.signature_tokens,
         )
     return purged

@@ -31,11 +31,12 @@ from herald.engine.preferences import StepPreferences, evaluate, needs_preferenc
 from herald.engine.queue import JobLost
 from herald.engine.quiet_hours import held_until, zone_of
 from herald.engine.repository import EngineRepository, detail_row
-from herald.engine.steps import STEP_RUNNERS
+from herald.engine.steps import STEP_RUNNERS, bridged
 from herald.engine.steps.base import Detail, EngineSettings, StepContext, StepOutcome, steps_reading_env
-from herald.engine.steps.batch import AcceptedDeliveries, StepBatch
+from herald.engine.steps.batch import AcceptedDeliveries, HandOvers, StepBatch
 from herald.engine.templates import give_way, on_loop_only
 from herald.inbox.repository import UNSNOOZE_JOB
+from herald.kit import tracing
 from herald.kit.crypto import SecretBox, SecretKeyMismatch
 from herald.kit.db import without_transaction
 from herald.kit.ids import new_id
@@ -43,8 +44,8 @@ from herald.kit.time import isoformat, utcnow
 from herald.models import Event, Job, Message, Subscriber
 from herald.realtime.held import HELD_RECEIVED_JOB, run_held
 from herald.translations.render import apply_translations
-from herald.webhooks.delivery import deliver_webhook_jobs
 from herald.webhooks.events import JOB_KIND as WEBHOOK_JOB
+from herald.workflows.controls import issues_reason
 
 logger = logging.getLogger("herald.engine")
 
@@ -103,13 +104,10 @@ class JobRunner:
                 # The subscriber's quiet hours are over for an in-app message's event (herald.realtime.held).
                 await run_held(self.sessionmaker, held_events, self.worker_id)
                 jobs = [job for job in jobs if job.kind != HELD_RECEIVED_JOB]
+            # Webhook deliveries are never among them: the worker's webhook sender claims and sends
+            # those (herald/webhooks/sender.py).
             expansions = [job for job in jobs if job.kind == "event"]
-            webhooks = [job for job in jobs if job.kind == WEBHOOK_JOB]
-            steps = [job for job in jobs if job.kind not in ("event", WEBHOOK_JOB)]
-            if webhooks:
-                await deliver_webhook_jobs(
-                    self.sessionmaker, self.http, self.box, webhooks, self.worker_id, self.settings.retry_base_seconds
-                )
+            steps = [job for job in jobs if job.kind != "event"]
             known_events: dict[str, Event] = {}
             if expansions:
                 handed = await self._run_expansions(expansions, room=max(self.batch_size - len(steps), 0))
@@ -191,6 +189,11 @@ class JobRunner:
         # Expansion records its progress in job.data; should the transaction
         # fail, the jobs must not keep progress that was never committed.
         before = {job.id: dict(job.data or {}) for job in jobs}
+        # One span per event, in its trigger's trace, while traces are on; the batch shares one transaction.
+        spans = [] if tracing.tracer is None else [
+            tracing.start_job_span("expand event", job.trace_context, **{"herald.job.id": job.id, "herald.transaction_id": job.transaction_id})
+            for job in jobs
+        ]
         try:
             async with self.sessionmaker() as session, session.begin():
                 progress = await expand_events(session, jobs, hand_off)
@@ -221,7 +224,12 @@ class JobRunner:
         except BaseException:
             for job in jobs:
                 job.data = before[job.id]
+            for span in spans:
+                tracing.mark_failed(span, "the expansion failed")
             raise
+        finally:
+            for span in spans:
+                span.end()
         for job, row in zip(jobs, rows, strict=True):
             job.status, job.attempts = row["status"], 0
         return hand_off
@@ -239,7 +247,12 @@ class JobRunner:
         a crash) is left to the step's own run, which records it as it records
         any step's failure: that step is handed off as before.
         """
-        chains = [(event, rows) for event, rows in chains if rows[0]["step_type"] in SETTLED_IN_EXPANSION]
+        # A code-first workflow's step asks its bridge first: not over the network inside the expansion's transaction.
+        chains = [
+            (event, rows)
+            for event, rows in chains
+            if rows[0]["step_type"] in SETTLED_IN_EXPANSION and not any(step.get("bridge") for step in event.steps or [])
+        ]
         if not chains:
             return
         subscribers = await repository.get_subscribers({rows[0]["subscriber_id"] for _, rows in chains})
@@ -406,7 +419,9 @@ class JobRunner:
         """
         orphans: list[tuple[Job, str]] = []
         contexts: list[StepContext] = []
-        batch = StepBatch(self.sessionmaker, jobs, AcceptedDeliveries(self.sessionmaker, self.worker_id))
+        batch = StepBatch(
+            self.sessionmaker, jobs, AcceptedDeliveries(self.sessionmaker, self.worker_id), HandOvers(self.sessionmaker, self.worker_id)
+        )
         async with self.sessionmaker() as session:
             # Reads only: no transaction around them (a BEGIN and a ROLLBACK less per round).
             await without_transaction(session)
@@ -443,7 +458,33 @@ class JobRunner:
             await self._fail_for_good(session, owned, Detail("Failed", f"Step not run: {reason}"), with_message=False)
 
     async def _evaluate(self, ctx: StepContext) -> StepOutcome:
+        if tracing.tracer is None:
+            return await self._evaluate_step(ctx)
+        # A span of the trigger's trace (the job's trace_context), in whichever process runs the step; the
+        # provider's call inside it is its child (steps.delivery.timed_send).
+        job = ctx.job
+        with tracing.job_span(
+            f"step {job.step_type}",
+            job.trace_context,
+            **{"herald.job.id": job.id, "herald.step.id": job.step_id, "herald.transaction_id": job.transaction_id, "herald.attempt": job.attempts},
+        ) as span:
+            outcome = await self._evaluate_step(ctx)
+            span.set_attribute("herald.step.outcome", outcome.status)
+            if outcome.status == "failed":
+                tracing.mark_failed(span, "the step failed")
+            return outcome
+
+    async def _evaluate_step(self, ctx: StepContext) -> StepOutcome:
         await give_way()  # after long renders, let the event loop serve others first
+        issues = ctx.step.get("issues")
+        if issues:
+            # Saved over v2 with templates that cannot be used: the step fails now, saying why, not at delivery.
+            return StepOutcome.failed(f"Template error: {issues_reason(issues)}")
+        if bridged.is_bridged(ctx):
+            # Written in code: the bridge renders it (or skips it) before filters and preferences, as in Novu.
+            ended = await bridged.execute(ctx)
+            if ended is not None:
+                return ended
         filters = ctx.step.get("filters") or []
         resumed = bool((ctx.job.data or {}).get("wait_until") or (ctx.job.data or {}).get("digest_open"))
         if filters and not resumed:
@@ -460,12 +501,16 @@ class JobRunner:
         held = _held_by_quiet_hours(ctx)
         if held is not None:
             return held
+        if ctx.template_error is not None:
+            return StepOutcome.failed(ctx.template_error)
         runner = STEP_RUNNERS.get(ctx.job.step_type or "")
         if runner is None:
             return StepOutcome.failed(f"Step type {ctx.job.step_type!r} is not supported")
         outcome = await runner(ctx)
         if ctx.job.step_type == "in_app":
             _hold_received_in_quiet_hours(ctx, outcome)
+        if ctx.bridge_metadata is not None and outcome.status == "delayed":
+            outcome.data = {**(outcome.data or {}), "bridge_metadata": ctx.bridge_metadata}
         return outcome
 
     async def _apply(self, ctx: StepContext, outcome: StepOutcome) -> None:

@@ -25,13 +25,15 @@ import html
 import json
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache, partial, wraps
 from html.parser import HTMLParser
+from io import StringIO
 from typing import Any, ClassVar, TypeVar
 
 from liquid import BoundTemplate, Environment, Markup, RenderContext
@@ -44,6 +46,7 @@ from liquid.exceptions import (
     OutputStreamLimitError,
     ResourceLimitError,
 )
+from liquid.output import LimitedStringIO
 from liquid.undefined import UNDEFINED
 
 __all__ = [
@@ -51,6 +54,8 @@ __all__ = [
     "RenderedEmail",
     "RenderedPush",
     "TemplateError",
+    "TemplateProblem",
+    "check_template",
     "give_way",
     "on_loop_only",
     "render_bounded",
@@ -59,6 +64,7 @@ __all__ = [
     "render_email",
     "render_html",
     "render_in_app",
+    "render_off_loop",
     "render_push",
     "render_sms",
     "render_text",
@@ -83,7 +89,8 @@ MAX_TEMPLATE_CHARS = 100_000
 MAX_MARKUP_CHARS = 10_000
 """The characters of a template's tags and outputs ({{ }}, {% %}); parsing them costs up to 3.5 µs each."""
 MAX_OUTPUT_BYTES = 1_000_000
-"""What one render writes, UTF-8 (python-liquid's output_stream_limit)."""
+"""What one step's renders write together, UTF-8: an email's subject, blocks and layout (its body counted once),
+an in-app message's content, CTA and data (python-liquid's output_stream_limit bounds each render alone)."""
 MAX_STRING_CHARS = 1_000_000
 """A string a template reads from its variables, or a filter takes or makes."""
 MAX_ITEMS = 10_000
@@ -130,9 +137,63 @@ class RenderLimitError(ResourceLimitError):
         super().__init__(message, token=None)
 
 
+class _Written:
+    """What the renders of one step have written so far, in UTF-8 bytes (see MAX_OUTPUT_BYTES)."""
+
+    __slots__ = ("bytes",)
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def add(self, size: int) -> None:
+        self.bytes += size
+        if self.bytes > MAX_OUTPUT_BYTES:
+            raise RenderLimitError(f"the step's output exceeds {MAX_OUTPUT_BYTES:,} bytes, all its parts together (render limit)")
+
+
+# The account of the step being rendered (set by render_email, render_in_app, ...; None for a render alone).
+_written: contextvars.ContextVar[_Written | None] = contextvars.ContextVar("herald_render_written", default=None)
+
+
+def _one_step(render: Callable[..., _Result]) -> Callable[..., _Result]:
+    """Count everything ``render`` (a step's whole render) writes against MAX_OUTPUT_BYTES, together."""
+
+    @wraps(render)
+    def counted(*args: Any, **kwargs: Any) -> _Result:
+        if _written.get() is not None:
+            return render(*args, **kwargs)
+        token = _written.set(_Written())
+        try:
+            return render(*args, **kwargs)
+        finally:
+            _written.reset(token)
+
+    return counted
+
+
+class _StepBuffer(LimitedStringIO):
+    """A render's output stream: MAX_OUTPUT_BYTES for the render, and for its step's renders together."""
+
+    def __init__(self, written: _Written | None) -> None:
+        super().__init__(limit=MAX_OUTPUT_BYTES)
+        self.written = written
+
+    def write(self, text: str) -> int:
+        if text:
+            size = len(text.encode("utf-8"))
+            self.size += size
+            if self.size > self.limit:  # the render's own limit first: its error names it
+                raise OutputStreamLimitError("output stream limit reached", token=None)
+            if self.written is not None:
+                self.written.add(size)
+        return StringIO.write(self, text)
+
+
 class RenderOvertime(Exception):  # noqa: N818 (not an error: the render is taken off the loop)
     """A render that took longer than the event loop allows, tried on it by render_bounded."""
 
+
+_Result = TypeVar("_Result")
 
 # How long the renders of this context may take: "loop" (the default: ON_LOOP_RENDER_SECONDS, then a
 # limit error), "try" (ON_LOOP_RENDER_SECONDS, then RenderOvertime), "off-loop" (MAX_RENDER_SECONDS).
@@ -319,6 +380,9 @@ class _BoundedContext(RenderContext):
 class _Template(BoundTemplate):
     context_class = _BoundedContext
 
+    def _get_buffer(self) -> LimitedStringIO:
+        return _StepBuffer(_written.get())
+
 
 class _Environment(Environment):
     # Templates come from API users: bound the work one render may do (see the limits above).
@@ -402,6 +466,80 @@ def _compile(source: str, autoescape: bool) -> BoundTemplate:
         raise _template_error("template syntax error", err) from None
 
 
+@dataclass(frozen=True)
+class TemplateProblem:
+    """Why a template cannot be saved, and where (line and column from 1; None when not known)."""
+
+    line: int | None
+    column: int | None
+    message: str
+
+    def __str__(self) -> str:
+        if self.line is None:
+            return self.message
+        return f"{self.message} (line {self.line}, column {self.column})"
+
+
+MAX_PROBLEMS = 10
+"""The problems check_template reports for one template at most (a broken template can have many)."""
+
+_WHERE = re.compile(r" at line \d+, column \d+$")
+
+
+def _position(source: str, index: int) -> tuple[int, int]:
+    line = source.count("\n", 0, index) + 1
+    return line, index - (source.rfind("\n", 0, index) + 1) + 1
+
+
+def _filter_position(source: str, liquid_source: str, name: str, index: int) -> tuple[int, int]:
+    """Where filter ``name`` is in the author's source; the Liquid a Handlebars template became may differ."""
+    if liquid_source == source:
+        return _position(source, index)
+    written = re.search(r"\|\s*" + re.escape(name) + r"\b", source)
+    if written is not None:
+        return _position(source, written.end() - len(name))
+    helper = re.search(r"\{\{\s*" + re.escape(name) + r"\b", source)
+    return _position(source, helper.end() - len(name)) if helper is not None else (None, None)  # type: ignore[return-value]
+
+
+@lru_cache(maxsize=COMPILED_CACHE_SIZE)
+def _check(source: str) -> tuple[TemplateProblem, ...]:
+    try:
+        template = _compile(source, False)
+    except TemplateError as err:
+        message = _WHERE.sub("", err.message).removeprefix("template syntax error: ")
+        return (TemplateProblem(err.line, err.column, message),)
+    liquid_source = translate_handlebars(source)
+    known = _TEXT_ENV.filters
+    problems: list[TemplateProblem] = []
+    for name, spans in template.analyze().filters.items():
+        if name in known:
+            continue
+        line, column = _filter_position(source, liquid_source, name, spans[0].index)
+        problems.append(TemplateProblem(line, column, f"unknown filter '{name}'"))
+    problems.sort(key=lambda problem: (problem.line or 0, problem.column or 0))
+    return tuple(problems[:MAX_PROBLEMS])
+
+
+def check_template(source: str) -> list[TemplateProblem]:
+    """What stops ``source`` from being saved: a syntax error, or filters that do not exist.
+
+    Only parses (nothing is rendered, so it takes no data and no render time);
+    Handlebars forms are read as the renderer reads them. An empty list means
+    the template parses and names only known filters and tags. Bounded like a
+    render: a template over the size limits is one problem, and at most
+    MAX_PROBLEMS are reported.
+    """
+    if not isinstance(source, str):
+        return [TemplateProblem(None, None, f"template must be a string, got {type(source).__name__}")]
+    if len(source) > MAX_TEMPLATE_CHARS:
+        message = f"template has {len(source):,} characters, more than {MAX_TEMPLATE_CHARS:,} (render limit)"
+        return [TemplateProblem(None, None, message)]
+    if "{{" not in source and "{%" not in source:
+        return []
+    return list(_check(source))
+
+
 def _variables(context: Mapping[str, Any]) -> dict[str, Any]:
     payload = context.get("payload")
     if not isinstance(payload, Mapping):
@@ -425,13 +563,20 @@ def _render(source: str, context: Mapping[str, Any], *, autoescape: bool, extra:
     global _spent
     if not isinstance(source, str):
         raise TemplateError(f"template must be a string, got {type(source).__name__}")
-    if "{{" not in source and "{%" not in source:
-        # Nothing to evaluate; in HTML the literal text is the author's markup.
-        return source
+    # Checked before the text without tags is let through: a translation's text may be long and tagless.
     if len(source) > MAX_TEMPLATE_CHARS:
         raise TemplateError(
             f"template has {len(source):,} characters, more than {MAX_TEMPLATE_CHARS:,} (render limit)", limit=True
         )
+    if "{{" not in source and "{%" not in source:
+        # Nothing to evaluate; in HTML the literal text is the author's markup. It is the step's output all the same.
+        written = _written.get()
+        if written is not None:
+            try:
+                written.add(len(source.encode("utf-8")))
+            except RenderLimitError as err:
+                raise TemplateError(f"template could not be rendered: {err.message}", limit=True) from None
+        return source
     started = time.perf_counter()
     try:
         template = _compile(source, autoescape)
@@ -448,7 +593,6 @@ def _render(source: str, context: Mapping[str, Any], *, autoescape: bool, extra:
         _spent += time.perf_counter() - started
 
 
-_Result = TypeVar("_Result")
 _render_pool: ThreadPoolExecutor | None = None
 
 
@@ -473,18 +617,33 @@ async def render_bounded(render: Callable[..., _Result], *args: Any, **kwargs: A
         _budget.reset(token)
     if _render_pool is None:
         _render_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="herald-render")
-    return await asyncio.get_running_loop().run_in_executor(_render_pool, partial(_render_off_loop, render, *args, **kwargs))
+    return await asyncio.get_running_loop().run_in_executor(_render_pool, partial(render_off_loop, render, *args, **kwargs))
 
 
-def _render_off_loop(render: Callable[..., _Result], *args: Any, **kwargs: Any) -> _Result:
+# Renders running off the loop in this process (the engine's thread and the previews'): the first sets the
+# switch interval, the last puts it back.
+_off_loop_lock = threading.Lock()
+_off_loop_renders = 0
+_loop_switch_interval = 0.005
+
+
+def render_off_loop(render: Callable[..., _Result], *args: Any, **kwargs: Any) -> _Result:
+    """``render(*args)`` in a thread that is not the event loop's, with MAX_RENDER_SECONDS of CPU."""
+    global _off_loop_renders, _loop_switch_interval
     _budget.set("off-loop")  # the pool's thread does not run in the caller's context: set here
     # While it renders, the event loop's thread waits for the interpreter at most 1 ms (not 5).
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(RENDER_SWITCH_SECONDS)
+    with _off_loop_lock:
+        if _off_loop_renders == 0:
+            _loop_switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(RENDER_SWITCH_SECONDS)
+        _off_loop_renders += 1
     try:
         return render(*args, **kwargs)
     finally:
-        sys.setswitchinterval(interval)
+        with _off_loop_lock:
+            _off_loop_renders -= 1
+            if _off_loop_renders == 0:
+                sys.setswitchinterval(_loop_switch_interval)
         _budget.set("loop")
 
 
@@ -1051,6 +1210,41 @@ def _render_blocks(blocks: Sequence[Any], context: Mapping[str, Any]) -> tuple[s
     return "\n".join(html_parts), "\n\n".join(part for part in text_parts if part)
 
 
+def blocks_as_html(blocks: Sequence[Any], button_color: str = DEFAULT_BUTTON_COLOR) -> str:
+    """Email blocks as the HTML template that renders as they do (the editor's switch from blocks to HTML).
+
+    The markup is :func:`_render_blocks`'s, with each block's content and
+    link left as the template source they are, so variables stay variables.
+    A button takes ``button_color`` (the blocks take the brand's colour when
+    they are sent; written out, the colour is fixed).
+    """
+    parts: list[str] = []
+    for block in blocks:
+        if not isinstance(block, Mapping):
+            continue
+        content = block.get("content") if isinstance(block.get("content"), str) else ""
+        if block.get("type") == "button":
+            align = _alignment(block, "center")
+            style = (
+                f"display:inline-block;padding:12px 24px;background-color:{button_color};color:#ffffff;"
+                "text-decoration:none;border-radius:6px;font-weight:600;"
+            )
+            url = block.get("url") if isinstance(block.get("url"), str) else ""
+            if url.strip():
+                element = f'<a href="{html.escape(url, quote=True)}" target="_blank" rel="noopener" style="{style}">{content}</a>'
+            else:
+                element = f'<span style="{style}">{content}</span>'
+            parts.append(
+                '<table role="presentation" width="100%" cellpadding="0" cellspacing="0" border="0">'
+                f'<tr><td align="{align}" style="padding:8px 0 16px;">{element}</td></tr></table>'
+            )
+        else:
+            align = _alignment(block, "left")
+            text = content.replace("\r\n", "\n").replace("\n", "<br>\n")
+            parts.append(f'<p style="margin:0 0 16px;text-align:{align};">{text}</p>')
+    return "\n".join(parts)
+
+
 def _default_layout(body: str, subject: str, preheader: str) -> str:
     hidden = (
         '<div style="display:none;max-height:0;max-width:0;overflow:hidden;opacity:0;mso-hide:all;">'
@@ -1084,12 +1278,15 @@ def _default_layout(body: str, subject: str, preheader: str) -> str:
     )
 
 
+@_one_step
 def render_email(
     content: str | Sequence[Mapping[str, Any]],
     subject: str | None,
     context: Mapping[str, Any],
     layout: str | None = None,
     preheader: str | None = None,
+    *,
+    with_text: bool = True,
 ) -> RenderedEmail:
     """Render an email step.
 
@@ -1100,13 +1297,15 @@ def render_email(
     also sees ``subject`` and ``preheader``), otherwise in
     a responsive default layout, except custom HTML that is already a whole
     document (``<html>``/``<!DOCTYPE>``), which is sent as written. The text part
-    comes from the blocks, or from the custom HTML with its tags stripped.
+    comes from the blocks, or from the custom HTML with its tags stripped; a
+    preview, which shows the HTML only, asks for none (``with_text=False``:
+    making it is a third of the render of a long email).
     """
     rendered_subject = _single_line(render_text(subject, context)) if subject else ""
     rendered_preheader = _single_line(render_text(preheader, context)) if preheader else ""
     if isinstance(content, str):
         body = render_html(content, context)
-        text = html_to_text(body)
+        text = html_to_text(body) if with_text else ""
         whole_document = bool(_FULL_DOCUMENT.match(body))
     elif isinstance(content, Sequence):
         body, text = _render_blocks(content, context)
@@ -1119,6 +1318,10 @@ def render_email(
     if layout is not None:
         if not isinstance(layout, str) or not _LAYOUT_BODY.search(layout):
             raise TemplateError("email layout must output the content with {{{body}}} or {{content}}")
+        written = _written.get()
+        if written is not None:
+            # The layout writes the body again: counted once, as the body.
+            written.bytes -= len(body.encode("utf-8"))
         try:
             document = _render(
                 layout,
@@ -1138,6 +1341,7 @@ def render_email(
 # --------------------------------------------------------------------------- Other channels
 
 
+@_one_step
 def render_in_app(template: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str, Any]:
     """Render an in-app step: ``content``, ``subject``/``title`` when present, and ``cta``.
 
@@ -1221,11 +1425,13 @@ def _render_cta(cta: Mapping[str, Any], context: Mapping[str, Any]) -> dict[str,
     return rendered
 
 
+@_one_step
 def render_sms(content: str, context: Mapping[str, Any]) -> str:
     """SMS body as plain text."""
     return render_text(content or "", context)
 
 
+@_one_step
 def render_chat(content: str, context: Mapping[str, Any]) -> str:
     """Chat message as plain text (the provider applies its own formatting)."""
     return render_text(content or "", context)
@@ -1237,6 +1443,7 @@ class RenderedPush:
     content: str
 
 
+@_one_step
 def render_push(title: str | None, content: str | None, context: Mapping[str, Any]) -> RenderedPush:
     """Push notification title and body as plain text."""
     return RenderedPush(

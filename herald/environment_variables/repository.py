@@ -32,11 +32,10 @@ class EnvironmentVariableRepository:
         )
         return result.scalar_one_or_none()
 
-    async def environment_ids(self, organization_id: str) -> set[str]:
-        result = await self.session.execute(
-            select(Environment.id).where(Environment.organization_id == organization_id)
-        )
-        return set(result.scalars())
+    async def environments(self, organization_id: str) -> dict[str, Environment]:
+        """The organization's environments by id: where values may be, and which are protected."""
+        result = await self.session.execute(select(Environment).where(Environment.organization_id == organization_id))
+        return {environment.id: environment for environment in result.scalars()}
 
     async def workflows(self, environment_id: str) -> Sequence[Workflow]:
         result = await self.session.execute(

@@ -13,6 +13,7 @@ from herald.environment_variables.schemas import (
     EnvironmentVariableUsage,
     UpdateEnvironmentVariableRequest,
 )
+from herald.environments import protection
 from herald.kit.auth import PrincipalDep
 from herald.kit.db import SessionDep
 from herald.kit.schemas import ERROR_RESPONSES, DataResponse
@@ -22,7 +23,12 @@ KeyPath = Annotated[str, Path(description="The variable's key")]
 router = APIRouter(prefix="/v1/environment-variables", tags=["Environment variables"], responses=ERROR_RESPONSES)
 
 
-@router.post("", response_model=DataResponse[EnvironmentVariableResponse], summary="Create a variable")
+@router.post(
+    "",
+    response_model=DataResponse[EnvironmentVariableResponse],
+    summary="Create a variable",
+    responses=protection.REFUSED,
+)
 async def create_variable(
     body: CreateEnvironmentVariableRequest, request: Request, session: SessionDep, principal: PrincipalDep
 ) -> DataResponse[EnvironmentVariableResponse]:
@@ -54,7 +60,12 @@ async def get_variable(
     return DataResponse(data=service.to_schema(variable, principal, request.app.state.secret_box))
 
 
-@router.patch("/{variableKey}", response_model=DataResponse[EnvironmentVariableResponse], summary="Update a variable")
+@router.patch(
+    "/{variableKey}",
+    response_model=DataResponse[EnvironmentVariableResponse],
+    summary="Update a variable",
+    responses=protection.REFUSED,
+)
 async def update_variable(
     variableKey: KeyPath,  # noqa: N803
     body: UpdateEnvironmentVariableRequest,
@@ -67,7 +78,9 @@ async def update_variable(
     return DataResponse(data=service.to_schema(variable, principal, box))
 
 
-@router.delete("/{variableKey}", status_code=204, response_class=Response, summary="Delete a variable")
+@router.delete(
+    "/{variableKey}", status_code=204, response_class=Response, summary="Delete a variable", responses=protection.REFUSED
+)
 async def delete_variable(variableKey: KeyPath, session: SessionDep, principal: PrincipalDep) -> Response:  # noqa: N803
     await service.delete(session, principal, variableKey)
     return Response(status_code=204)

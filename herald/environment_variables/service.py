@@ -8,6 +8,12 @@ the caller's own environment's value as ``abc****wxyz`` when long enough,
 another environment's as ``****``. An update that sends a mask back keeps the
 stored value. Turning a secret into a plain variable drops its stored values
 unless new ones are sent, so no secret is ever answered in clear.
+
+The variable is the organization's, but each value belongs to its
+environment: a change that sets, replaces or drops a protected environment's
+value, or that renames the variable, changes its type or its secrecy while a
+protected environment has a value, needs that environment's own key
+(herald/environments/protection.py).
 """
 
 from __future__ import annotations
@@ -28,11 +34,12 @@ from herald.environment_variables.schemas import (
     EnvironmentVariableWorkflow,
     UpdateEnvironmentVariableRequest,
 )
+from herald.environments import protection
 from herald.kit.auth import Principal
 from herald.kit.crypto import MASK, SecretBox, SecretKeyMismatch
 from herald.kit.errors import BadRequestError, ConflictError, NotFoundError
 from herald.kit.time import isoformat, utcnow
-from herald.models import EnvironmentVariable
+from herald.models import Environment, EnvironmentVariable
 
 
 def _masked(box: SecretBox, principal: Principal, environment_id: str, stored: str) -> str:
@@ -71,20 +78,19 @@ async def require_variable(session: AsyncSession, principal: Principal, key: str
     return variable
 
 
-async def _stored_values(
-    session: AsyncSession,
+def _stored_values(
     principal: Principal,
     values: Sequence[EnvironmentVariableValue],
     *,
+    environments: dict[str, Environment],
     secret: bool,
     box: SecretBox,
     kept: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """The values as stored: each environment the organization's, secrets sealed, masks sent back kept."""
-    known = await EnvironmentVariableRepository(session).environment_ids(principal.organization_id)
     stored: dict[str, str] = {}
     for entry in values:
-        if entry.environment_id not in known:
+        if entry.environment_id not in environments:
             raise BadRequestError(f"Environment with id {entry.environment_id} not found")
         if entry.environment_id in stored:
             raise BadRequestError(f"Environment {entry.environment_id} is given more than one value")
@@ -95,6 +101,26 @@ async def _stored_values(
                 continue
         stored[entry.environment_id] = box.seal(entry.value) if secret else entry.value
     return stored
+
+
+def _require_change(
+    principal: Principal,
+    environments: dict[str, Environment],
+    before: dict[str, str],
+    after: dict[str, str],
+    *,
+    reshaped: bool,
+) -> None:
+    """Refuse unless the caller may change every environment whose value the change touches.
+
+    A value is touched when it is set, replaced or dropped; every value is
+    when the variable itself changes (its key, type or secrecy), since each
+    environment's templates then read something else.
+    """
+    touched = before.keys() | after.keys()
+    if not reshaped:
+        touched = {environment_id for environment_id in touched if before.get(environment_id) != after.get(environment_id)}
+    protection.require_change(principal, [environments[e] for e in sorted(touched) if e in environments])
 
 
 def _exists(key: str) -> ConflictError:
@@ -115,13 +141,18 @@ async def create(
     repository = EnvironmentVariableRepository(session)
     if await repository.get_by_key(principal.organization_id, request.key) is not None:
         raise _exists(request.key)
+    environments = await repository.environments(principal.organization_id)
+    values = _stored_values(
+        principal, request.values or [], environments=environments, secret=request.isSecret, box=box
+    )
+    _require_change(principal, environments, {}, values, reshaped=False)
     now = utcnow()
     variable = EnvironmentVariable(
         organization_id=principal.organization_id,
         key=request.key,
         type=request.type,
         is_secret=request.isSecret,
-        values=await _stored_values(session, principal, request.values or [], secret=request.isSecret, box=box),
+        values=values,
         created_at=now,
         updated_at=now,
     )
@@ -141,22 +172,31 @@ async def update(
 ) -> EnvironmentVariable:
     repository = EnvironmentVariableRepository(session)
     variable = await require_variable(session, principal, key)
+    new_key = variable.key
     if request.key is not None and request.key != variable.key:
         if await repository.get_by_key(principal.organization_id, request.key) is not None:
             raise _exists(request.key)
-        variable.key = request.key
-    if request.type is not None:
-        variable.type = request.type
+        new_key = request.key
+    new_type = variable.type if request.type is None else request.type
     was_secret = variable.is_secret
     secret = was_secret if request.isSecret is None else request.isSecret
+    environments = await repository.environments(principal.organization_id)
     stored = dict(variable.values or {})
+    values = stored
     if request.values is not None:
         kept = stored if was_secret else None
-        variable.values = await _stored_values(session, principal, request.values, secret=secret, box=box, kept=kept)
+        values = _stored_values(
+            principal, request.values, environments=environments, secret=secret, box=box, kept=kept
+        )
     elif secret and not was_secret:
-        variable.values = {env_id: box.seal(value) for env_id, value in stored.items()}
+        values = {env_id: box.seal(value) for env_id, value in stored.items()}
     elif was_secret and not secret:
-        variable.values = {}
+        values = {}
+    reshaped = (new_key, new_type, secret) != (variable.key, variable.type, was_secret)
+    _require_change(principal, environments, stored, values, reshaped=reshaped)
+    variable.key = new_key
+    variable.type = new_type
+    variable.values = values
     variable.is_secret = secret
     variable.updated_at = utcnow()
     await _flush(session, variable.key)
@@ -165,7 +205,10 @@ async def update(
 
 async def delete(session: AsyncSession, principal: Principal, key: str) -> None:
     variable = await require_variable(session, principal, key)
-    await EnvironmentVariableRepository(session).delete(variable)
+    repository = EnvironmentVariableRepository(session)
+    environments = await repository.environments(principal.organization_id)
+    _require_change(principal, environments, dict(variable.values or {}), {}, reshaped=False)
+    await repository.delete(variable)
 
 
 def reference_pattern(key: str) -> re.Pattern[str]:
@@ -186,15 +229,25 @@ def _texts(value: Any) -> Iterator[str]:
             yield from _texts(item)
 
 
+def _using(workflows: Sequence[Any], key: str) -> list[EnvironmentVariableWorkflow]:
+    pattern = reference_pattern(key)
+    return [
+        EnvironmentVariableWorkflow(name=workflow.name, workflowId=workflow.trigger_identifier)
+        for workflow in workflows
+        if any(pattern.search(text) for text in _texts(workflow.steps or []))
+    ]
+
+
 async def usage(session: AsyncSession, principal: Principal, key: str) -> EnvironmentVariableUsage:
     """The caller's environment's workflows whose steps (or their variants) read the variable."""
     variable = await require_variable(session, principal, key)
-    pattern = reference_pattern(variable.key)
     workflows = await EnvironmentVariableRepository(session).workflows(principal.environment_id)
-    return EnvironmentVariableUsage(
-        workflows=[
-            EnvironmentVariableWorkflow(name=workflow.name, workflowId=workflow.trigger_identifier)
-            for workflow in workflows
-            if any(pattern.search(text) for text in _texts(workflow.steps or []))
-        ]
-    )
+    return EnvironmentVariableUsage(workflows=_using(workflows, variable.key))
+
+
+async def usage_of_each(
+    session: AsyncSession, principal: Principal, variables: Sequence[EnvironmentVariable]
+) -> dict[str, list[EnvironmentVariableWorkflow]]:
+    """For each variable's key, the caller's environment's workflows that read it (the workflows read once)."""
+    workflows = await EnvironmentVariableRepository(session).workflows(principal.environment_id)
+    return {variable.key: _using(workflows, variable.key) for variable in variables}

@@ -8,10 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.models import Base, Environment, EnvironmentVariable, NotificationGroup, Workflow
+from herald.kit.db import lock_for_transaction
+from herald.models import (
+    AuditEntry,
+    Base,
+    ConsoleSession,
+    Environment,
+    EnvironmentVariable,
+    NotificationGroup,
+    Workflow,
+)
 
 
 class EnvironmentRepository:
@@ -35,6 +44,16 @@ class EnvironmentRepository:
         )
         return result.scalar_one_or_none()
 
+    async def count(self, organization_id: str) -> int:
+        result = await self.session.execute(
+            select(func.count()).select_from(Environment).where(Environment.organization_id == organization_id)
+        )
+        return int(result.scalar_one())
+
+    async def lock_creation(self, organization_id: str) -> None:
+        """Until the transaction ends, other creations of the organization's environments wait."""
+        await lock_for_transaction(self.session, f"environments:{organization_id}")
+
     async def name_taken(self, organization_id: str, name: str, *, excluding_id: str | None = None) -> bool:
         query = select(Environment.id).where(Environment.organization_id == organization_id, Environment.name == name)
         if excluding_id is not None:
@@ -47,10 +66,20 @@ class EnvironmentRepository:
         return (await self.session.execute(query.limit(1))).first() is not None
 
     async def delete(self, environment: Environment) -> None:
-        """The environment and everything scoped to it (every table with an ``environment_id``)."""
+        """The environment and everything scoped to it (every table with an ``environment_id``).
+
+        But the audit log, which outlives what it records (its rows are
+        append-only, and the deletion itself is one of them), and the
+        console's sessions, whose choice of environment is only forgotten:
+        the member stays signed in and the console picks another.
+        """
         for table in reversed(Base.metadata.sorted_tables):
-            if "environment_id" in table.c:
-                await self.session.execute(delete(table).where(table.c.environment_id == environment.id))
+            if table.name in (AuditEntry.__tablename__, ConsoleSession.__tablename__) or "environment_id" not in table.c:
+                continue
+            await self.session.execute(delete(table).where(table.c.environment_id == environment.id))
+        await self.session.execute(
+            update(ConsoleSession).where(ConsoleSession.environment_id == environment.id).values(environment_id=None)
+        )
         # Environment variables are the organization's: only this environment's values go.
         variables = await self.session.execute(
             select(EnvironmentVariable).where(EnvironmentVariable.organization_id == environment.organization_id)

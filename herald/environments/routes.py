@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
 
-from herald.environments import service
+from herald.environments import protection, service
 from herald.environments.schemas import (
     CreateEnvironmentRequest,
     DiffEnvironmentRequest,
@@ -41,8 +41,13 @@ async def list_environments(session: SessionDep, principal: PrincipalDep) -> Dat
 async def create_environment(
     body: CreateEnvironmentRequest, request: Request, session: SessionDep, principal: PrincipalDep
 ) -> DataResponse[EnvironmentResponse]:
-    """A new environment of the organization, with its API key (in ``apiKeys``, shown this once)."""
-    created = await service.create(session, principal, body, request.app.state.secret_box)
+    """A new environment of the organization, with its API key (in ``apiKeys``, shown this once).
+
+    At most ``HERALD_MAX_ENVIRONMENTS`` per organization (400 past it).
+    """
+    created = await service.create(
+        session, principal, body, request.app.state.secret_box, max_environments=request.app.state.settings.max_environments
+    )
     return DataResponse(data=created)
 
 
@@ -50,6 +55,7 @@ async def create_environment(
     "/v1/environments/{environmentId}",
     response_model=DataResponse[EnvironmentResponse],
     summary="Update an environment",
+    responses=protection.REFUSED,
 )
 async def update_environment(
     environmentId: EnvironmentIdPath,
@@ -57,10 +63,16 @@ async def update_environment(
     session: SessionDep,
     principal: PrincipalDep,  # noqa: N803
 ) -> DataResponse[EnvironmentResponse]:
+    """A protected environment is changed by its own keys only; ``protected`` itself too."""
     return DataResponse(data=await service.update(session, principal, environmentId, body))
 
 
-@router.delete("/v1/environments/{environmentId}", response_class=Response, summary="Delete an environment")
+@router.delete(
+    "/v1/environments/{environmentId}",
+    response_class=Response,
+    summary="Delete an environment",
+    responses=protection.REFUSED,
+)
 async def delete_environment(
     environmentId: EnvironmentIdPath,  # noqa: N803
     request: Request,
@@ -107,6 +119,7 @@ async def diff_environment(
     "/v2/environments/{targetEnvironmentId}/publish",
     response_model=DataResponse[PublishEnvironmentResponse],
     summary="Publish the source environment's changes to an environment",
+    responses=protection.REFUSED,
 )
 async def publish_environment(
     targetEnvironmentId: EnvironmentIdPath,  # noqa: N803
@@ -114,6 +127,10 @@ async def publish_environment(
     principal: PrincipalDep,
     body: PublishEnvironmentRequest | None = None,
 ) -> DataResponse[PublishEnvironmentResponse]:
-    """Source: ``sourceEnvironmentId``, or the caller's environment; ``dryRun`` writes nothing."""
+    """Source: ``sourceEnvironmentId``, or the caller's environment; ``dryRun`` writes nothing.
+
+    A protected target (Production) takes a publish from its own keys only, which name
+    the source they pull from.
+    """
     request = body or PublishEnvironmentRequest()
     return DataResponse(data=await service.publish(session, principal, targetEnvironmentId, request))

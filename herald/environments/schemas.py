@@ -20,6 +20,8 @@ class EnvironmentResponse(Schema):
     organization_id: str = Field(alias="_organizationId")
     identifier: str
     type: str | None = None
+    # Takes changes only from its own API keys (herald/environments/protection.py); not in Novu's answer.
+    protected: bool
     # Only in the answer that made the environment: a key is shown once, when it is made.
     apiKeys: list[ApiKey] | None = optional_field()
     parent_id: str | None = optional_field(alias="_parentId")
@@ -33,10 +35,14 @@ class CreateEnvironmentRequest(RequestSchema):
 
 
 class UpdateEnvironmentRequest(RequestSchema):
-    """Only the fields sent change; ``dns`` and ``bridge`` are accepted and ignored (Herald has neither)."""
+    """Only the fields sent change; ``dns`` and ``bridge`` are accepted and ignored (Herald has neither).
+
+    ``protected`` is Herald's own: changed only with the environment's own API key.
+    """
 
     name: str | None = Field(default=None, min_length=1, max_length=100)
     identifier: str | None = Field(default=None, min_length=1, max_length=64)
+    protected: bool | None = None
     parentId: str | None = None
     color: str | None = Field(default=None, max_length=32)
 

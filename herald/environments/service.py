@@ -4,17 +4,22 @@ Development and Production are the pair every organization is made with
 (herald/organizations): Production's parent is Development, and neither can
 be deleted or renamed (Herald's own commands find them by name). Other
 environments are Development's children, of type ``dev``, as Novu makes custom
-environments.
+environments; an organization has at most ``HERALD_MAX_ENVIRONMENTS``.
+
+A protected environment (Production, from the start) is changed only by its
+own keys: updating, deleting and publishing into it ask
+herald/environments/protection.py. Diffs and dry runs only read it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.environments import promotion
+from herald.environments import promotion, protection
 from herald.environments.repository import EnvironmentRepository
 from herald.environments.schemas import (
     ApiKey,
@@ -43,6 +48,7 @@ from herald.kit.crypto import SecretBox
 from herald.kit.errors import BadRequestError, ConflictError, NotFoundError
 from herald.kit.text import slugify
 from herald.kit.time import isoformat
+from herald.members.policy import MemberActor
 from herald.models import Environment
 from herald.organizations.service import ENVIRONMENT_NAMES, create_environment
 
@@ -65,6 +71,7 @@ def to_schema(
             "_organizationId": environment.organization_id,
             "identifier": environment.identifier,
             "type": "prod" if environment.name == PRODUCTION else "dev",
+            "protected": environment.protected,
             "apiKeys": [ApiKey(key=api_key, _userId=environment.organization_id)] if api_key else None,
             "_parentId": parent,
             "slug": slugify(environment.name) or environment.id,
@@ -85,14 +92,32 @@ async def list_environments(session: AsyncSession, principal: Principal) -> list
 
 
 async def create(
-    session: AsyncSession, principal: Principal, request: CreateEnvironmentRequest, box: SecretBox
+    session: AsyncSession,
+    principal: Principal,
+    request: CreateEnvironmentRequest,
+    box: SecretBox,
+    *,
+    max_environments: int,
 ) -> EnvironmentResponse:
+    """A new environment, unless the organization has ``max_environments`` already.
+
+    Past the cap the answer is 400, as Novu answers its own counted limits
+    (``Workflow limit exceeded``): the request is well formed and the caller may
+    create environments; the organization is full.
+    """
     repository = EnvironmentRepository(session)
     name = request.name.strip()
     if not name:
         raise BadRequestError("Environment name must not be blank")
     if request.parentId is not None:
         await require_environment(session, principal, request.parentId)
+    # Concurrent creations count one after the other, so together they cannot pass the cap.
+    await repository.lock_creation(principal.organization_id)
+    if await repository.count(principal.organization_id) >= max_environments:
+        raise BadRequestError(
+            f"Environment limit reached: an organization may have at most {max_environments} environments "
+            "(HERALD_MAX_ENVIRONMENTS)"
+        )
     if await repository.name_taken(principal.organization_id, name):
         raise ConflictError(f"Environment with name {name} already exists")
     try:
@@ -108,6 +133,10 @@ async def update(
 ) -> EnvironmentResponse:
     repository = EnvironmentRepository(session)
     environment = await require_environment(session, principal, environment_id)
+    protection.require_change(principal, environment)
+    if request.protected is not None and request.protected != environment.protected:
+        protection.require_protection_change(principal, environment)
+        environment.protected = request.protected
     if request.parentId is not None:
         await require_environment(session, principal, request.parentId)
     name = request.name.strip() if request.name is not None else None
@@ -136,6 +165,7 @@ async def delete(session: AsyncSession, principal: Principal, environment_id: st
     environment = await require_environment(session, principal, environment_id)
     if environment.name in ENVIRONMENT_NAMES:
         raise BadRequestError(f"The {environment.name} environment cannot be deleted")
+    protection.require_change(principal, environment)
     await EnvironmentRepository(session).delete(environment)
 
 
@@ -222,6 +252,29 @@ async def diff(
     )
 
 
+@dataclass(frozen=True)
+class PendingChange:
+    """One item publishing would change in the target, with the changes to its parts (a workflow's steps)."""
+
+    change: promotion.Change
+    parts: list[promotion.PartChange]
+
+
+async def pending_changes(
+    session: AsyncSession, principal: Principal, target_id: str, source_id: str | None
+) -> tuple[Environment, Environment, list[PendingChange]]:
+    """The source, the target, and what differs between them, item by item (what ``diff`` answers, by kind)."""
+    source, target = await _pair(session, principal, target_id, source_id)
+    pending = []
+    for change in await promotion.compare(session, source, target):
+        if change.action == "unchanged":
+            continue
+        part_changes = getattr(change.kind, "part_changes", None)
+        parts = part_changes(change.source, change.target) if part_changes is not None else []
+        pending.append(PendingChange(change, [part for part in parts if part.action != "unchanged"]))
+    return source, target, pending
+
+
 def _sync_fields(outcome: promotion.Outcome) -> dict[str, str]:
     item = outcome.change.item
     return {"resourceType": outcome.change.kind.resource_type, "resourceId": item.id, "resourceName": item.name}
@@ -237,8 +290,12 @@ async def publish(
     and its id in either environment or its key (a workflow's trigger
     identifier, a layout's identifier, ``workflowId:locale``). A name that
     matches nothing is refused, so a typo never publishes silently nothing.
+    A protected target takes a publish only from its own keys (pulling from
+    ``sourceEnvironmentId``); a dry run writes nothing and is open to all.
     """
     source, target = await _pair(session, principal, target_id, request.sourceEnvironmentId)
+    if not request.dryRun:
+        protection.require_change(principal, target)
     changes = await promotion.compare(session, source, target)
     if request.resources is not None:
         chosen = []
@@ -279,3 +336,14 @@ async def publish(
             skipped=sum(o.status == "skipped" for o in outcomes),
         ),
     )
+
+
+async def set_protected(session: AsyncSession, actor: MemberActor, environment_id: str, protected: bool) -> Environment:
+    """A console member protects an environment or lifts its protection (the API's keys use :func:`update`)."""
+    environment = await EnvironmentRepository(session).get(actor.organization_id, environment_id)
+    if environment is None:
+        raise NotFoundError(f"Environment with id {environment_id} not found")
+    protection.require_member_protection_change(actor, environment)
+    environment.protected = protected
+    await session.flush()
+    return environment

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.engine.queue import BUSY, WAKE_CHANNEL, mark_jobs_written, wake_workers
 from herald.engine.repository import EngineRepository, detail_row
+from herald.kit import tracing
 from herald.kit.bulk import insert_rows, postgres_document, postgres_insert, postgres_insert_select, postgres_recordset
 from herald.kit.db import fetch_outside_transaction
 from herald.kit.ids import new_id
@@ -43,6 +44,8 @@ def event_job(event: dict[str, Any], job_id: str) -> dict[str, Any]:
         "run_at": event["created_at"],
         "created_at": event["created_at"],
         "updated_at": event["created_at"],
+        # The trigger's trace while traces are on (kit/tracing.py): the worker that expands the event continues it.
+        "trace_context": event.get("trace_context"),
     }
 
 
@@ -62,12 +65,14 @@ _EVENT_JOB = {
 }
 # The fields of the events' records _EVENT_JOB reads, besides job_id.
 _EVENT_JOB_READS = ("id", "environment_id", "organization_id", "transaction_id", "workflow_id", "created_at")
+# While traces are on the records also carry the trigger's trace (kit/tracing.py), for its job.
+_TRACED_EVENT_JOB = {**_EVENT_JOB, "trace_context": 'r."trace_context"'}
 # An event's steps: those of its record when sent, else its workflow's (one the statement checks unchanged).
 _STEPS = {"steps": 'COALESCE(r."workflow_steps"::jsonb, w."steps")'}
 
 
 @cache
-def _events_and_jobs_statement() -> str:
+def _events_and_jobs_statement(traced: bool = False) -> str:
     """Events, the jobs of those written, and a wake-up for the workers when there are any (PostgreSQL).
 
     One document ($1) carries the events, each with the id of its job: the
@@ -81,6 +86,7 @@ def _events_and_jobs_statement() -> str:
     callers wait on (``EventRepository.record_many``), empty otherwise. The
     third lists workflows (id, updated_at) that must be unchanged and not
     deleted: when one is not, nothing is written and the answer holds _CHANGED.
+    ``traced``: the records carry ``trace_context`` for the jobs (traces on).
     """
     changed = (
         "SELECT 1 FROM json_to_recordset($3::json) AS c(id varchar, updated_at timestamptz) "
@@ -96,8 +102,9 @@ def _events_and_jobs_statement() -> str:
         returning=("id",),
         where="NOT EXISTS (SELECT 1 FROM changed)",
     )
-    record = postgres_recordset(Event.__table__, 1, _EVENT_JOB_READS, {"job_id": "varchar(24)"})
-    jobs = postgres_insert_select(Job.__table__, _EVENT_JOB, f'{record} WHERE r."id" IN (SELECT id FROM written)', returning=("id",))
+    carried = {"job_id": "varchar(24)", "trace_context": "varchar(64)"} if traced else {"job_id": "varchar(24)"}
+    record = postgres_recordset(Event.__table__, 1, _EVENT_JOB_READS, carried)
+    jobs = postgres_insert_select(Job.__table__, _TRACED_EVENT_JOB if traced else _EVENT_JOB, f'{record} WHERE r."id" IN (SELECT id FROM written)', returning=("id",))
     # pg_notify is delivered when the statement's transaction commits, like NOTIFY.
     return (
         f"WITH changed AS ({changed}), written AS ({events}), queued AS ({jobs}), "
@@ -174,11 +181,20 @@ class EventRepository:
             {**event, "job_id": new_id(), "workflow_steps": None if event["workflow_id"] in checked else event["steps"]}
             for event in events
         ]
+        traced = tracing.tracer is not None
+        if traced:
+            for record in records:
+                record.setdefault("trace_context", None)
         rows = await fetch_outside_transaction(
             self.session,
-            _events_and_jobs_statement(),
+            _events_and_jobs_statement(traced),
             (
-                postgres_document(Event.__table__, records, leave_out=_STEPS, extra=("job_id", "workflow_steps")),
+                postgres_document(
+                    Event.__table__,
+                    records,
+                    leave_out=_STEPS,
+                    extra=("job_id", "workflow_steps", "trace_context") if traced else ("job_id", "workflow_steps"),
+                ),
                 BUSY if busy else "",
                 orjson.dumps([{"id": target.id, "updated_at": target.updated_at.isoformat()} for target in unchanged]).decode(),
             ),

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
+from herald.bridge import client as bridge_client
+from herald.bridge import stateless
+from herald.bridge.service import signing_key
 from herald.events import service
 from herald.events.schemas import (
     BroadcastEventRequest,
@@ -9,8 +12,8 @@ from herald.events.schemas import (
     TriggerEventRequest,
     TriggerEventResponse,
 )
-from herald.kit.auth import API_KEY_SECURITY, PrincipalDep, authenticate
-from herald.kit.db import SessionDep
+from herald.kit.auth import API_KEY_SECURITY, Principal, PrincipalDep, authenticate
+from herald.kit.db import SessionDep, session_scope
 from herald.kit.groupcommit import GroupCommit
 from herald.kit.responses import JSONResponse
 from herald.kit.schemas import ERROR_RESPONSES, DataResponse, RequestRoute, json_body_openapi, parse_json_body
@@ -31,11 +34,30 @@ async def trigger_event(request: Request) -> JSONResponse:
     principal = await authenticate(request)
     body = parse_json_body(TriggerEventRequest, await request.body())
     service.check_recipient_count(body.to, request.app.state.settings.max_recipients)
+    if body.bridgeUrl is not None:
+        return await _trigger_stateless(request, principal, body)
     # Concurrent triggers are written together (herald/kit/groupcommit.py).
     recorder: GroupCommit[service.Trigger, service.TriggerResult | Exception] = request.app.state.trigger_recorder
     result = await recorder.submit(service.Trigger(principal, body, box=request.app.state.secret_box))
     if isinstance(result, Exception):
         raise result
+    return JSONResponse({"data": result.as_response()}, status_code=201)
+
+
+async def _trigger_stateless(request: Request, principal: Principal, body: TriggerEventRequest) -> JSONResponse:
+    """A trigger naming its bridge: the workflow is discovered there, then the trigger recorded with it.
+
+    Two transactions: none is held open while the bridge is asked (up to its timeout).
+    """
+    state = request.app.state
+    async for session in session_scope(state.sessionmaker):
+        secret_key = await signing_key(session, principal.environment_id, state.secret_box)
+        synced_id = await stateless.synced_workflow_id(session, principal, body.name)
+    workflow = await stateless.target(
+        principal, body, http=bridge_client.process_client(state), secret_key=secret_key, synced_id=synced_id
+    )
+    async for session in session_scope(state.sessionmaker):
+        result = await service.trigger_event(session, principal, body, box=state.secret_box, workflow=workflow)
     return JSONResponse({"data": result.as_response()}, status_code=201)
 
 

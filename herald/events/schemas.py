@@ -51,6 +51,11 @@ class TriggerEventRequest(RequestSchema):
     actor: str | dict[str, Any] | None = None
     tenant: str | dict[str, Any] | None = None
     context: TriggerContext | None = None
+    # Sent by the framework's own ``workflow.trigger()``: the workflow is discovered on this bridge and run
+    # there without a sync (herald/bridge/stateless.py). Hidden in Novu's API reference, as here.
+    bridgeUrl: str | None = Field(default=None, min_length=1, max_length=2048)
+    # With ``bridgeUrl``: ``{"steps": {<stepId>: {control values}}}``, sent to the bridge as each step's controls.
+    controls: dict[str, Any] | None = None
 
     @field_validator("context")
     @classmethod

@@ -7,8 +7,9 @@ between the answer and the worker. Delivery is the engine's work.
 
 from __future__ import annotations
 
+import difflib
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,7 @@ from herald.engine.queue import PRESSURE_REQUESTS
 from herald.events.repository import EventRepository, WorkflowsChanged
 from herald.events.schemas import BroadcastEventRequest, TriggerEventRequest, TriggerTenant
 from herald.events.targets import TriggerTargets
+from herald.kit import tracing
 from herald.kit.auth import Principal
 from herald.kit.crypto import SecretBox
 from herald.kit.db import without_transaction
@@ -219,6 +221,9 @@ class Trigger:
     broadcast: bool = False
     # Seals the secrets (webhookUrl) of inline subscribers' channels before the event is stored.
     box: SecretBox | None = None
+    # The request's span while traces are on (kit/tracing.py), taken where the trigger is made: the
+    # group commit writes it from another task. Written on the event's job; None while traces are off.
+    trace_context: str | None = field(default_factory=tracing.current_traceparent)
 
 
 @dataclass
@@ -233,7 +238,12 @@ class _Lookups:
     kept: dict[tuple[str, str], TriggerTarget] = field(default_factory=dict)
 
 
-async def _lookups(session: AsyncSession, triggers: Sequence[Trigger], targets: TriggerTargets | None = None) -> _Lookups:
+async def _lookups(
+    session: AsyncSession,
+    triggers: Sequence[Trigger],
+    targets: TriggerTargets | None = None,
+    known: Mapping[tuple[str, str], TriggerTarget] | None = None,
+) -> _Lookups:
     names: dict[str, set[str]] = defaultdict(set)
     tenants: dict[str, set[str]] = defaultdict(set)
     topics: dict[str, set[str]] = defaultdict(set)
@@ -249,11 +259,11 @@ async def _lookups(session: AsyncSession, triggers: Sequence[Trigger], targets: 
             if isinstance(item, dict) and str(item.get("type", "")).lower() == "topic" and isinstance(item.get("topicKey"), str):
                 topics[environment_id].add(item["topicKey"])
     workflows = WorkflowRepository(session)
-    found = _Lookups(workflows={}, tenants=set(), topics=set())
+    found = _Lookups(workflows=dict(known or {}), tenants=set(), topics=set())
     for environment_id, identifiers in names.items():
-        unknown = set(identifiers)
+        unknown = {identifier for identifier in identifiers if (environment_id, identifier) not in found.workflows}
         if targets is not None:
-            for identifier in identifiers:
+            for identifier in list(unknown):
                 kept = targets.get(environment_id, identifier)
                 if kept is not None:
                     found.workflows[(environment_id, identifier)] = found.kept[(environment_id, identifier)] = kept
@@ -309,12 +319,51 @@ class _Accepted:
     contexts: list[tuple[str, str, dict[str, Any] | None]] | None = None
 
 
+# How many of the environment's workflows an unknown identifier is compared with.
+SUGGESTION_CANDIDATES = 1000
+
+
+class UnknownWorkflow(UnprocessableError):
+    """A trigger names no workflow of its environment: Novu's ``workflow_not_found``.
+
+    The message and ``errors.general`` stay Novu's (SDKs read them); ``errors.name``
+    says which identifier was not found and, once :func:`_suggest` has looked, the
+    closest existing one.
+    """
+
+    def __init__(self, environment_id: str, name: str) -> None:
+        super().__init__("workflow_not_found")
+        self.environment_id = environment_id
+        self.name = name
+        self.suggest(None)
+
+    def suggest(self, closest: str | None) -> None:
+        shown = self.name if len(self.name) <= 100 else self.name[:100] + "..."
+        explanation = f"No workflow with the trigger identifier {shown!r} in this environment"
+        explanation += f"; did you mean {closest!r}?" if closest else ""
+        self.extra["errors"] = {
+            "general": {"messages": ["workflow_not_found"], "value": None},
+            "name": {"messages": [explanation], "value": shown},
+        }
+
+
+async def _suggest(session: AsyncSession, unknown: Sequence[UnknownWorkflow]) -> None:
+    """Name the closest existing identifier in each error (read only when a trigger failed so)."""
+    repository = WorkflowRepository(session)
+    known: dict[str, list[str]] = {}
+    for error in unknown:
+        if error.environment_id not in known:
+            known[error.environment_id] = await repository.trigger_identifiers(error.environment_id, SUGGESTION_CANDIDATES)
+        closest = difflib.get_close_matches(error.name[:200], known[error.environment_id], n=1, cutoff=0.6)
+        error.suggest(closest[0] if closest else None)
+
+
 def _judge(trigger: Trigger, found: _Lookups) -> TriggerResult | _Accepted:
     """Decide a trigger's fate from what the batch read (spec §4.4); raises on a 422."""
     principal, request = trigger.principal, trigger.request
     workflow = found.workflows.get((principal.environment_id, request.name))
     if workflow is None:
-        raise UnprocessableError("workflow_not_found")
+        raise UnknownWorkflow(principal.environment_id, request.name)
     payload = request.payload
     if workflow.payload_schema is not None:
         payload = checked_payload(workflow.payload_schema, payload)
@@ -368,12 +417,19 @@ def _judge(trigger: Trigger, found: _Lookups) -> TriggerResult | _Accepted:
         "status": "accepted",
         "created_at": now,
     }
+    if trigger.trace_context is not None:
+        event["trace_context"] = trigger.trace_context  # not a column of events: for its job (event_job)
     # Recipients refused at acceptance are reported to the caller and kept on the event.
     return _Accepted(event, outcome("processed", recipients.reasons), contexts or None)
 
 
 async def record_triggers(
-    session: AsyncSession, triggers: Sequence[Trigger], *, busy: bool = False, targets: TriggerTargets | None = None
+    session: AsyncSession,
+    triggers: Sequence[Trigger],
+    *,
+    busy: bool = False,
+    targets: TriggerTargets | None = None,
+    known: Mapping[tuple[str, str], TriggerTarget] | None = None,
 ) -> list[TriggerResult | Exception]:
     """Validate triggers and record those that will run, in the session (spec §4.4).
 
@@ -386,14 +442,19 @@ async def record_triggers(
     ``busy``: as many callers as there are triggers wait on this write (see
     ``EventRepository.record_many``). ``targets``: workflows kept from earlier
     batches, used without a read and checked by the write (events/targets.py).
+    ``known``: workflows given by (environment, identifier) that are not stored, such
+    as one discovered on the trigger's bridge (herald/bridge/stateless.py).
     """
-    found = await _lookups(session, triggers, targets)
+    found = await _lookups(session, triggers, targets, known)
     outcomes: list[TriggerResult | Exception | _Accepted] = []
     for trigger in triggers:
         try:
             outcomes.append(_judge(trigger, found))
         except (UnprocessableError, ValidationFailed, PayloadValidationError) as exc:
             outcomes.append(exc)
+    unknown = [outcome for outcome in outcomes if isinstance(outcome, UnknownWorkflow)]
+    if unknown:
+        await _suggest(session, unknown)
     accepted = [outcome for outcome in outcomes if isinstance(outcome, _Accepted)]
     if any(item.contexts for item in accepted):
         await _store_contexts(session, accepted)
@@ -407,7 +468,7 @@ async def record_triggers(
         # round has fewer to check, and the last has none.
         if targets is not None:
             targets.forget(found.kept)
-        return await record_triggers(session, triggers, busy=busy, targets=targets)
+        return await record_triggers(session, triggers, busy=busy, targets=targets, known=known)
     results: list[TriggerResult | Exception] = []
     for outcome in outcomes:
         if not isinstance(outcome, _Accepted):
@@ -443,9 +504,11 @@ async def trigger_event(
     *,
     broadcast: bool = False,
     box: SecretBox | None = None,
+    workflow: TriggerTarget | None = None,
 ) -> TriggerResult:
-    """Validate one trigger and record it in the session's transaction."""
-    [outcome] = await record_triggers(session, [Trigger(principal, request, broadcast, box)])
+    """Validate one trigger and record it in the session's transaction (``workflow``: its target, not stored)."""
+    known = None if workflow is None else {(principal.environment_id, request.name): workflow}
+    [outcome] = await record_triggers(session, [Trigger(principal, request, broadcast, box)], known=known)
     if isinstance(outcome, Exception):
         raise outcome
     return outcome

@@ -8,11 +8,12 @@ entries) and its rule that a critical workflow's preference cannot be changed.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 
 from herald.inbox import service as inbox_service
+from herald.inbox.query import SeverityQuery, TagsQuery
 from herald.inbox.schemas import (
     BulkUpdateInboxPreferencesRequest,
     InboxPreference,
@@ -52,25 +53,17 @@ def _workflow(view: WorkflowPreferenceView) -> InboxPreference:
     )
 
 
-def _query_tags(request: Request) -> list[str] | None:
-    """``tags[]=a&tags[]=b`` as @novu/js sends them (``tags=a`` too)."""
-    tags = request.query_params.getlist("tags[]") + request.query_params.getlist("tags")
-    return tags or None
-
-
-def _query_severity(request: Request) -> Any:
-    values = request.query_params.getlist("severity[]") + request.query_params.getlist("severity")
-    return values or None
-
-
 @router.get("", response_model=DataResponse[list[InboxPreference]], summary="List the subscriber's preferences")
 async def list_preferences(
-    request: Request,
     session: SessionDep,
     principal: SubscriberPrincipalDep,
     criticality: Annotated[
         Literal["critical", "nonCritical", "all"], Query(description="Which workflows to list")
     ] = "nonCritical",
+    tags: TagsQuery = None,
+    bracketed_tags: Annotated[list[str] | None, Query(alias="tags[]", description="As tags")] = None,
+    severity: SeverityQuery = None,
+    bracketed_severity: Annotated[list[str] | None, Query(alias="severity[]", description="As severity")] = None,
 ) -> DataResponse[list[InboxPreference]]:
     """The global preference, then one per active workflow (by default those that are not critical); ``tags[]``
     keeps the workflows with one of the tags, ``severity[]`` those of one of the severities."""
@@ -79,8 +72,9 @@ async def list_preferences(
         session,
         subscriber,
         critical=CRITICALITY[criticality],
-        tags=_query_tags(request),
-        severities=inbox_service.severities(_query_severity(request)),
+        # As @novu/js sends them (tags[]=a&tags[]=b), or unbracketed.
+        tags=[*(bracketed_tags or []), *(tags or [])] or None,
+        severities=inbox_service.severities([*(bracketed_severity or []), *(severity or [])] or None),
         channels_in_use=True,
     )
     return DataResponse(data=[_global(preferences.global_), *(_workflow(view) for view in preferences.workflows)])

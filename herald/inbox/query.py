@@ -3,34 +3,14 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Depends, Query, Request
 
 from herald.inbox import service
+from herald.kit import query as kit_query
 from herald.kit.errors import ValidationFailed
-
-
-def flag(request: Request, name: str) -> bool | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    if raw.lower() in ("true", "1"):
-        return True
-    if raw.lower() in ("false", "0"):
-        return False
-    raise ValidationFailed.field(name, f"{name} must be a boolean value", raw)
-
-
-def number(request: Request, name: str) -> float | None:
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        return float(raw)
-    except ValueError:
-        raise ValidationFailed.field(name, f"{name} must be a number (milliseconds since the epoch)", raw) from None
 
 
 def query_tags(request: Request) -> Any:
@@ -68,22 +48,61 @@ def echo(given: service.FilterInput, tags: Any, severity: Any) -> dict[str, Any]
     return {key: value for key, value in echoed.items() if value is not None}
 
 
-def filter_input(request: Request) -> tuple[service.FilterInput, Any, Any]:
-    """The list's filters from the query, with the tags and severity as given (the answer echoes them)."""
-    tags = query_tags(request)
-    severity = query_severity(request)
+@dataclass(frozen=True)
+class ListFilter:
+    """The list's filters as read, with the tags and severity as given (the answer echoes them)."""
+
+    given: service.FilterInput
+    tags: Any
+    severity: Any
+
+
+# Documented as @novu/js and novu-py send them; tags and severity are also read in their other forms
+# (``tags[0][]=a&tags[1][]=b``: an AND of OR groups), which no parameter of the document can name.
+BooleanQuery = Annotated[str | None, Query(description="true or false")]
+MillisQuery = Annotated[str | None, Query(description="Milliseconds since the epoch")]
+TagsQuery = Annotated[list[str] | None, Query(description="Workflow tags, any of them (also tags[0][]=...: all groups)")]
+SeverityQuery = Annotated[list[str] | None, Query(description="high, medium, low or none; any of them")]
+
+
+def list_filter(
+    request: Request,
+    read: BooleanQuery = None,
+    seen: BooleanQuery = None,
+    archived: BooleanQuery = None,
+    snoozed: Annotated[str | None, Query(description="true: snoozed now; false: not snoozed")] = None,
+    tags: TagsQuery = None,
+    bracketed_tags: Annotated[list[str] | None, Query(alias="tags[]", description="As tags")] = None,
+    severity: SeverityQuery = None,
+    bracketed_severity: Annotated[list[str] | None, Query(alias="severity[]", description="As severity")] = None,
+    data: Annotated[
+        str | None, Query(description="A JSON object the notification's data must match (see docs/inbox.md)")
+    ] = None,
+    createdGte: MillisQuery = None,
+    createdLte: MillisQuery = None,
+) -> ListFilter:
+    """The list's filters from the query, each read and bounded (herald.kit.query)."""
+    given_tags = query_tags(request)
+    given_severity = query_severity(request)
     given = service.FilterInput(
-        read=flag(request, "read"),
-        seen=flag(request, "seen"),
-        archived=flag(request, "archived"),
-        snoozed=flag(request, "snoozed"),
-        tag_groups=service.tag_groups(tags),
-        severities=service.severities(severity),
-        data=service.parse_data(request.query_params.get("data")),
-        created_gte=number(request, "createdGte"),
-        created_lte=number(request, "createdLte"),
+        read=kit_query.flag("read", read),
+        seen=kit_query.flag("seen", seen),
+        archived=kit_query.flag("archived", archived),
+        snoozed=kit_query.flag("snoozed", snoozed),
+        tag_groups=service.tag_groups(given_tags),
+        severities=service.severities(given_severity),
+        data=service.parse_data(data),
+        created_gte=_millis("createdGte", createdGte),
+        created_lte=_millis("createdLte", createdLte),
     )
-    return given, tags, severity
+    return ListFilter(given, given_tags, given_severity)
+
+
+ListFilterDep = Annotated[ListFilter, Depends(list_filter)]
+
+
+def _millis(name: str, raw: str | None) -> float | None:
+    return kit_query.number(name, raw, low=service.MIN_MILLIS, high=service.MAX_MILLIS, meaning=service.MILLIS_MEANING)
 
 
 MAX_FILTERS = 20
@@ -91,10 +110,7 @@ MAX_FILTERS = 20
 
 def count_filters(filters: str) -> tuple[list[Any], list[service.FilterInput]]:
     """The count route's ``filters``: a JSON array of 1 to MAX_FILTERS filter objects, as given and as read."""
-    try:
-        parsed = json.loads(filters)
-    except ValueError:
-        raise ValidationFailed.field("filters", "filters must be a JSON array of filter objects", filters) from None
+    parsed = kit_query.json_text("filters", filters)
     if not isinstance(parsed, list) or not parsed or len(parsed) > MAX_FILTERS:
         raise ValidationFailed.field("filters", f"filters must be a JSON array of 1 to {MAX_FILTERS} filters", filters)
     return parsed, [service.filter_from_json(item) for item in parsed]

@@ -14,7 +14,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, Response
 
 from herald.inbox import preference_routes, service
-from herald.inbox.query import count_filters, echo, filter_input
+from herald.inbox.query import ListFilterDep, count_filters, echo
 from herald.inbox.schemas import (
     BulkRequest,
     CountsResponse,
@@ -29,7 +29,8 @@ from herald.inbox.schemas import (
     UnreadCount,
 )
 from herald.kit.auth import SubscriberPrincipalDep, issue_subscriber_token
-from herald.kit.db import SessionDep
+from herald.kit.db import ReadSessionDep, SessionDep
+from herald.kit.query import MAX_INTEGER
 from herald.kit.schemas import ERROR_RESPONSES, DataResponse
 
 router = APIRouter(prefix="/v1/inbox", tags=["Inbox"], responses=ERROR_RESPONSES)
@@ -38,7 +39,11 @@ router = APIRouter(prefix="/v1/inbox", tags=["Inbox"], responses=ERROR_RESPONSES
 @router.post("/session", status_code=201, response_model=DataResponse[Session], summary="Start an inbox session")
 async def start_session(body: SessionRequest, session: SessionDep, request: Request) -> DataResponse[Session]:
     settings = request.app.state.settings
-    result = await service.start_session(session, request.app.state.secret_box, body)
+    limits = request.app.state.rate_limits
+    client = request.client.host if request.client is not None else ""
+    result = await service.start_session(
+        session, request.app.state.secret_box, body, admit=lambda identifier: limits.admit_session(identifier, client)
+    )
     total = sum(result.unread.values())
     return DataResponse(
         data=Session(
@@ -56,27 +61,27 @@ async def start_session(body: SessionRequest, session: SessionDep, request: Requ
 
 @router.get("/notifications", response_model=NotificationsResponse, summary="List the subscriber's notifications")
 async def list_notifications(
-    request: Request,
-    session: SessionDep,
+    session: ReadSessionDep,
     principal: SubscriberPrincipalDep,
+    filters: ListFilterDep,
     limit: Annotated[int, Query(ge=1, le=service.MAX_LIMIT)] = service.DEFAULT_LIMIT,
     after: Annotated[str | None, Query(max_length=64)] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_INTEGER)] = 0,
 ) -> NotificationsResponse:
     """Newest first; ``after`` (a notification id) continues after it. Filters: read, seen, archived,
     snoozed (true: snoozed now; false: not), ``tags[]``, ``severity[]``, ``data`` (JSON), createdGte/createdLte (ms)."""
-    given, tags, severity = filter_input(request)
+    given = filters.given
     views, more = await service.list_notifications(session, principal, given, after=after, offset=offset, limit=limit)
     return NotificationsResponse(
         data=[InboxNotification.model_validate(service.to_inbox_notification(view)) for view in views],
         hasMore=more,
-        filter=echo(given, tags, severity),
+        filter=echo(given, filters.tags, filters.severity),
     )
 
 
 @router.get("/notifications/count", response_model=CountsResponse, summary="Count the subscriber's notifications")
 async def count_notifications(
-    session: SessionDep,
+    session: ReadSessionDep,
     principal: SubscriberPrincipalDep,
     filters: Annotated[str, Query(description="A JSON array of filters; one count each")] = "[{}]",
 ) -> CountsResponse:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from hashlib import sha256
@@ -40,6 +40,7 @@ from herald.inbox.schemas import SEVERITIES, SessionRequest
 from herald.kit.auth import Principal, SubscriberPrincipal
 from herald.kit.crypto import SecretBox, SecretKeyMismatch
 from herald.kit.errors import BadRequestError, NotFoundError, ValidationFailed
+from herald.kit.query import json_text
 from herald.kit.time import isoformat, parse_iso, utcnow
 from herald.models import Message, Subscriber, Workflow
 from herald.organizations.service import IN_APP_PROVIDER_ID
@@ -52,6 +53,11 @@ logger = logging.getLogger("herald.inbox")
 MAX_SNOOZE_DURATION_HOURS = 90 * 24
 MAX_LIMIT = 100
 DEFAULT_LIMIT = 10
+# createdGte and createdLte: milliseconds since the epoch, within the dates the stores keep (years 1 to 9999).
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MIN_MILLIS = -62_135_596_800_000
+MAX_MILLIS = 253_402_300_799_999
+MILLIS_MEANING = "a time in milliseconds since the epoch"
 
 INVALID_APPLICATION = "Please provide a valid application identifier"
 NO_IN_APP_INTEGRATION = "The active in-app integration could not be found"
@@ -100,12 +106,21 @@ async def _hash_is_valid(repository: SessionRepository, box: SecretBox, environm
     return valid
 
 
-async def start_session(session: AsyncSession, box: SecretBox, request: SessionRequest) -> SessionResult:
+async def start_session(
+    session: AsyncSession, box: SecretBox, request: SessionRequest, admit: Callable[[str], None] | None = None
+) -> SessionResult:
+    """Start an inbox session; ``admit(application_identifier)`` raises when the caller may start no more.
+
+    The rate limit is asked first, by the application identifier (which names
+    one environment): a flood of sessions is refused before it costs a query.
+    """
     from herald.subscribers.schemas import CreateSubscriberRequest
     from herald.subscribers.service import upsert_subscriber
 
     repository = SessionRepository(session)
     identifier = (request.applicationIdentifier or "").strip()
+    if admit is not None and identifier:
+        admit(identifier)
     environment = await repository.environment_by_identifier(identifier) if identifier else None
     if environment is None:
         raise BadRequestError(INVALID_APPLICATION)
@@ -216,18 +231,47 @@ def severities(value: Any) -> tuple[str, ...] | None:
     return tuple(values) or None
 
 
+# Bounds of one ``data`` filter. Novu's server takes at most 2 levels of keys, 256-character strings and
+# 200 values; within these, every filter Novu's server takes is taken, and the store's work is bounded.
+MAX_DATA_DEPTH = 6  # levels of objects and lists, the filter itself the first: {a: {b: {and: [{or: [1]}]}}}
+MAX_DATA_TERMS = 256  # its keys and values together
+MAX_DATA_TEXT = 256  # characters of a key or a string value
+MAX_DATA_NUMBER = 2**53  # magnitude of a number: what a JavaScript client sends exactly, and the stores compare alike
+
+
 def parse_data(value: Any, field: str = "data") -> dict[str, Any] | None:
-    """The ``data`` filter: an object, or its JSON text (how @novu/js sends it)."""
+    """The ``data`` filter: an object, or its JSON text (how @novu/js sends it), within the bounds above."""
     if value is None or value == "":
         return None
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise ValidationFailed.field(field, "data must be a JSON object", value) from None
+        value = json_text(field, value)
     if not isinstance(value, dict):
         raise ValidationFailed.field(field, "data must be a JSON object", value)
+    check_data_bounds(value, field)
     return value or None
+
+
+def check_data_bounds(data: dict[str, Any], field: str = "data") -> None:
+    """A 422 naming the bound ``data`` passes, if any (a body's ``data`` comes read but bounded only in depth)."""
+    terms = 0
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)) and depth > MAX_DATA_DEPTH:
+            raise ValidationFailed.field(field, f"{field} nests more than {MAX_DATA_DEPTH} levels of objects and lists")
+        terms += len(item) if isinstance(item, dict) else 0 if isinstance(item, list) else 1
+        if terms > MAX_DATA_TERMS:
+            raise ValidationFailed.field(field, f"{field} has more than {MAX_DATA_TERMS} keys and values")
+        if isinstance(item, dict):
+            if any(len(key) > MAX_DATA_TEXT for key in item):
+                raise ValidationFailed.field(field, f"a key of {field} is longer than {MAX_DATA_TEXT} characters")
+            stack.extend((member, depth + 1) for member in item.values())
+        elif isinstance(item, list):
+            stack.extend((member, depth + 1) for member in item)
+        elif isinstance(item, str) and len(item) > MAX_DATA_TEXT:
+            raise ValidationFailed.field(field, f"a value of {field} is longer than {MAX_DATA_TEXT} characters")
+        elif isinstance(item, (int, float)) and not isinstance(item, bool) and not abs(item) <= MAX_DATA_NUMBER:
+            raise ValidationFailed.field(field, f"a number of {field} is not finite or past ±{MAX_DATA_NUMBER}", item)
 
 
 def filter_from_json(value: Any) -> FilterInput:
@@ -243,9 +287,9 @@ def filter_from_json(value: Any) -> FilterInput:
 
     def number(name: str) -> float | None:
         raw = value.get(name)
-        if raw is None or (isinstance(raw, (int, float)) and not isinstance(raw, bool)):
+        if raw is None or (isinstance(raw, (int, float)) and not isinstance(raw, bool) and MIN_MILLIS <= raw <= MAX_MILLIS):
             return raw
-        raise ValidationFailed.field(f"filters.{name}", f"{name} must be a number (milliseconds since the epoch)", raw)
+        raise ValidationFailed.field(f"filters.{name}", f"{name} must be {MILLIS_MEANING} from {MIN_MILLIS} to {MAX_MILLIS}", raw)
 
     return FilterInput(
         read=flag("read"),
@@ -261,7 +305,7 @@ def filter_from_json(value: Any) -> FilterInput:
 
 
 def _from_millis(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value / 1000, tz=UTC)
+    return None if value is None else EPOCH + timedelta(milliseconds=value)
 
 
 def _workflow_ids(workflows: Sequence[Workflow], given: FilterInput) -> frozenset[str] | None:
@@ -285,10 +329,15 @@ def _supported(given: FilterInput) -> FilterInput:
     return given
 
 
-async def _resolve(repository: InboxRepository, given: FilterInput, ids: Sequence[str] | None = None) -> InboxFilter:
+async def _resolve(
+    repository: InboxRepository,
+    given: FilterInput,
+    ids: Sequence[str] | None = None,
+    workflows: Sequence[Workflow] | None = None,
+) -> InboxFilter:
     workflow_ids = None
     if given.tag_groups is not None or given.severities is not None:
-        workflow_ids = _workflow_ids(await repository.workflows(), given)
+        workflow_ids = _workflow_ids(workflows if workflows is not None else await repository.workflows(), given)
     return InboxFilter(
         read=given.read,
         seen=given.seen,
@@ -354,8 +403,11 @@ async def list_notifications(
 
 async def count_notifications(session: AsyncSession, principal: SubscriberPrincipal, filters: Sequence[FilterInput]) -> list[int]:
     repository = _repository(session, principal)
-    now = utcnow()
-    return [await repository.count(await _resolve(repository, _supported(given)), now) for given in filters]
+    supported = [_supported(given) for given in filters]
+    needs_workflows = any(given.tag_groups is not None or given.severities is not None for given in supported)
+    workflows = await repository.workflows() if needs_workflows else []
+    resolved = [await _resolve(repository, given, workflows=workflows) for given in supported]
+    return await repository.counts(resolved, utcnow())
 
 
 # -- one notification -------------------------------------------------------------------------

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 
 from herald.inbox import service
-from herald.inbox.query import count_filters, echo, filter_input
+from herald.inbox.query import ListFilterDep, count_filters, echo
 from herald.inbox.schemas import (
     ActionType,
     BulkRequest,
@@ -23,9 +23,9 @@ from herald.inbox.schemas import (
     NotificationsResponse,
     SnoozeRequest,
 )
+from herald.kit import query
 from herald.kit.auth import PrincipalDep, SubscriberPrincipal
-from herald.kit.db import SessionDep
-from herald.kit.errors import ValidationFailed
+from herald.kit.db import ReadSessionDep, SessionDep
 from herald.kit.schemas import ERROR_RESPONSES, DataResponse
 
 router = APIRouter(
@@ -42,47 +42,47 @@ async def _subscriber(
 
 
 SubscriberDep = Annotated[SubscriberPrincipal, Depends(_subscriber)]
+
+
+async def _subscriber_to_read(
+    subscriberId: Annotated[str, Path(description="The identifier the subscriber was created with")],
+    session: ReadSessionDep,
+    principal: PrincipalDep,
+) -> SubscriberPrincipal:
+    return await service.subscriber_principal(session, principal, subscriberId)
+
+
+# For the routes that only read (on their own connections on SQLite: herald.kit.db.ReadSessionDep).
+ReadSubscriberDep = Annotated[SubscriberPrincipal, Depends(_subscriber_to_read)]
 NotificationIdPath = Annotated[str, Path(max_length=64)]
-
-
-def _whole_number(request: Request, name: str, default: int, *, low: int, high: int | None = None) -> int:
-    """novu-py sends ``limit`` and ``offset`` as numbers (``10`` or ``10.0``): a whole number in range."""
-    raw = request.query_params.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not value.is_integer() or value < low or (high is not None and value > high):
-        bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-        raise ValidationFailed.field(name, f"{name} must be a whole number {bounds}", raw)
-    return int(value)
 
 
 @router.get("", response_model=NotificationsResponse, summary="List a subscriber's notifications")
 async def list_notifications(
-    request: Request,
-    session: SessionDep,
-    subscriber: SubscriberDep,
+    session: ReadSessionDep,
+    subscriber: ReadSubscriberDep,
+    filters: ListFilterDep,
     after: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[str | None, Query(description="1 to 100 (10 when not given); novu-py sends 10.0")] = None,
+    offset: Annotated[str | None, Query(description="How many to skip (0 when not given)")] = None,
 ) -> NotificationsResponse:
     """Newest first; ``after`` (a notification id) continues after it. Filters as the Inbox's list."""
-    limit = _whole_number(request, "limit", service.DEFAULT_LIMIT, low=1, high=service.MAX_LIMIT)
-    offset = _whole_number(request, "offset", 0, low=0)
-    given, tags, severity = filter_input(request)
-    views, more = await service.list_notifications(session, subscriber, given, after=after, offset=offset, limit=limit)
+    # novu-py sends limit and offset as numbers (10 or 10.0): whole numbers in range.
+    page_size = query.whole_number("limit", limit, default=service.DEFAULT_LIMIT, low=1, high=service.MAX_LIMIT)
+    skip = query.whole_number("offset", offset, default=0, low=0)
+    given = filters.given
+    views, more = await service.list_notifications(session, subscriber, given, after=after, offset=skip, limit=page_size)
     return NotificationsResponse(
         data=[InboxNotification.model_validate(service.to_inbox_notification(view)) for view in views],
         hasMore=more,
-        filter=echo(given, tags, severity),
+        filter=echo(given, filters.tags, filters.severity),
     )
 
 
 @router.get("/count", response_model=CountsResponse, summary="Count a subscriber's notifications")
 async def count_notifications(
-    session: SessionDep,
-    subscriber: SubscriberDep,
+    session: ReadSessionDep,
+    subscriber: ReadSubscriberDep,
     filters: Annotated[str, Query(description="A JSON array of filters; one count each")] = "[{}]",
 ) -> CountsResponse:
     parsed, given = count_filters(filters)

@@ -125,7 +125,8 @@ def to_schemas(
 ) -> list[IntegrationSchema]:
     """The Integration objects as the caller may see them: secrets masked.
 
-    Secrets are write-only (``herald.kit.crypto``): the caller's own
+    Secrets (credentials' and the webhook signing key of ``configurations``)
+    are write-only (``herald.kit.crypto``): the caller's own
     environment's show their mask (``SG.****ab12``), another environment's
     (``GET /v1/integrations/active`` is organization-wide) are ``****`` whole,
     so a secret never leaves its environment. Secrets sealed under another
@@ -168,7 +169,7 @@ def _schema(integration: Integration, box: SecretBox, *, own: bool, health: Inte
             "providerId": integration.provider_id,
             "channel": integration.channel,
             "credentials": box.mask_credentials(integration.credentials, reveal_edges=own),
-            "configurations": integration.configurations,
+            "configurations": box.mask_configurations(integration.configurations, reveal_edges=own),
             "active": integration.active,
             "deleted": integration.deleted,
             "deletedAt": isoformat(integration.deleted_at),
@@ -227,7 +228,7 @@ async def create_integration(
         name=name,
         identifier=identifier,
         credentials=box.seal_credentials(credentials),
-        configurations=_dump(request.configurations),
+        configurations=box.seal_configurations(_dump(request.configurations)),
         conditions=[_dump(item) for item in request.conditions or []],
         active=request.active,
         primary=False,
@@ -300,7 +301,10 @@ async def update_integration(
         # A secret sent back as it was shown (its mask) keeps the stored one.
         integration.credentials = box.seal_credentials(_dump(request.credentials), stored=integration.credentials)
     if "configurations" in given:
-        integration.configurations = _dump(request.configurations)
+        # The signing key sent back as its mask keeps the stored one, as for credentials.
+        integration.configurations = box.seal_configurations(
+            _dump(request.configurations), stored=integration.configurations
+        )
     if "conditions" in given:
         integration.conditions = [_dump(item) for item in request.conditions or []]
         if integration.conditions and integration.primary:
@@ -371,3 +375,13 @@ async def set_primary(session: AsyncSession, principal: Principal, integration_i
     await _recalculate_priorities(repository, integration.environment_id, integration.channel, first=integration)
     await session.flush()
     return integration
+
+
+async def environment_integrations(session: AsyncSession, principal: Principal) -> Sequence[Integration]:
+    """The integrations of the caller's environment (the console's list; the API's is organization-wide)."""
+    return await IntegrationRepository(session).list_for_environment(principal.environment_id)
+
+
+async def get_integration(session: AsyncSession, principal: Principal, integration_id: str) -> Integration:
+    """One integration of the caller's environment; 404 when it has none of that id."""
+    return await _require(IntegrationRepository(session), principal, integration_id)

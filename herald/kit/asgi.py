@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from herald.kit.errors import error_body, internal_error_response, is_store_unavailable, store_unavailable_response
+from herald.kit.metrics import NamedRoute
 from herald.kit.responses import dumps
 
 
@@ -186,6 +187,8 @@ class DirectRoutes:
     def __init__(self, app: Starlette, endpoints: Mapping[tuple[str, str], Endpoint]) -> None:
         self.app = app
         self.endpoints = dict(endpoints)
+        # Each one's template for the metrics (kit.metrics.route_template): the path itself.
+        self.routes = {key: NamedRoute(key[1]) for key in self.endpoints}
         self._stack: ASGIApp | None = None
 
     def endpoint_for(self, scope: Scope) -> Endpoint | None:

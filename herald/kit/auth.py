@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -72,6 +73,8 @@ class ApiKeyResolver:
         self._pending: dict[str, asyncio.Future[Principal | None]] = {}
         # The latest revoked_at seen in the store (None until the first look).
         self._latest_revocation: datetime | None = None
+        # Set when a key is cached: the watch for revocations sleeps until then while none is (an idle process).
+        self._cached = asyncio.Event()
 
     async def resolve(self, key: str) -> Principal | None:
         key_hash = hash_api_key(key)
@@ -106,7 +109,17 @@ class ApiKeyResolver:
         if len(self._cache) > 10_000:
             self._cache.clear()
         self._cache[key_hash] = (principal, now + self._ttl)
+        self._cached.set()
         return principal
+
+    def _any_live_key(self) -> bool:
+        """Whether a cached key is still used without a look (within its TTL); the expired ones are dropped."""
+        now = time.monotonic()
+        for key_hash in [key_hash for key_hash, (_, until) in self._cache.items() if until <= now]:
+            del self._cache[key_hash]
+        if not self._cache:
+            self._cached.clear()
+        return bool(self._cache)
 
     def _looked_up(self, key_hash: str, future: asyncio.Future[Principal | None]) -> None:
         self._pending.pop(key_hash, None)
@@ -141,10 +154,21 @@ class ApiKeyResolver:
         """Run :meth:`drop_revoked` every ``interval`` seconds until ``stop`` is set.
 
         While the store cannot be reached the cache still expires entries after
-        its TTL; the failure is logged once, not every second.
+        its TTL; the failure is logged once, not every second. While no key is
+        cached (an idle process) there is nothing to drop: it waits for one, and
+        asks the store nothing meanwhile (a key read then is read as it is).
         """
         failing = False
         while not stop.is_set():
+            if not self._any_live_key():
+                stopped = asyncio.ensure_future(stop.wait())
+                cached = asyncio.ensure_future(self._cached.wait())
+                try:
+                    await asyncio.wait({stopped, cached}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for waiter in (stopped, cached):
+                        waiter.cancel()
+                continue
             try:
                 dropped = await self.drop_revoked()
             except Exception as exc:
@@ -168,13 +192,28 @@ class ApiKeyResolver:
                 pass
 
 
+# What a scheme's name looks like (Bearer, Basic, Token): one shown back is no secret.
+_SCHEME_NAME = re.compile(r"[A-Za-z][A-Za-z-]{0,15}")
+
+
+def scheme_refused(scheme: str) -> UnauthorizedError:
+    """The 401 for a header whose first word is not the expected scheme.
+
+    A header of a key alone has the key as its first word: it is never shown back
+    (it would land in the caller's logs and error reports); a scheme's name is.
+    """
+    if _SCHEME_NAME.fullmatch(scheme):
+        return UnauthorizedError(f'Invalid authentication scheme: "{scheme}"')
+    return UnauthorizedError('Invalid authentication scheme: the header must read "ApiKey <API_KEY>"')
+
+
 def parse_authorization(header: str | None) -> str:
     """The key from the header, or the 401 a caller needs to fix it."""
     if header is None or not header.strip():
         raise UnauthorizedError("Missing authorization header")
     scheme, _, credentials = header.strip().partition(" ")
     if scheme.lower() != SCHEME:
-        raise UnauthorizedError(f'Invalid authentication scheme: "{scheme}"')
+        raise scheme_refused(scheme)
     key = credentials.strip()
     if not key:
         raise UnauthorizedError("API Key is empty")
@@ -294,12 +333,16 @@ bearer_header = APIKeyHeader(
 async def authenticate_subscriber(
     request: Request, _header: Annotated[str | None, Security(bearer_header)] = None
 ) -> SubscriberPrincipal:
+    # Verified by the rate limit (herald.kit.limits), which charged its environment.
+    verified = request.scope.get("state", {}).get("subscriber")
+    if verified is not None:
+        return verified  # type: ignore[no-any-return]
     header = request.headers.get("authorization")
     if header is None or not header.strip():
         raise UnauthorizedError("Missing authorization header")
     scheme, _, token = header.strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        raise UnauthorizedError(f'Invalid authentication scheme: "{scheme}"')
+        raise scheme_refused(scheme)
     return verify_subscriber_token(token.strip(), request.app.state.settings.secret_key)
 
 

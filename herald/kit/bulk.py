@@ -165,24 +165,27 @@ def _quoted(names: Sequence[str]) -> str:
     return ", ".join(f'"{name}"' for name in names)
 
 
-def _tail(conflict: Sequence[str] | None, returning: Sequence[str]) -> str:
+def _tail(conflict: Sequence[str] | None, returning: Sequence[str], updates: tuple[tuple[str, str], ...] = ()) -> str:
     sql = ""
     if conflict is not None:
         target = f" ({_quoted(conflict)})" if conflict else ""
-        sql += f" ON CONFLICT{target} DO NOTHING"
+        action = "DO UPDATE SET " + ", ".join(f'"{name}" = {expression}' for name, expression in updates) if updates else "DO NOTHING"
+        sql += f" ON CONFLICT{target} {action}"
     if returning:
         sql += f" RETURNING {_quoted(returning)}"
     return sql
 
 
-def _sqlite_statement(plan: _TablePlan, rows: int, conflict: Sequence[str] | None, returning: Sequence[str]) -> str:
-    key = ("sqlite", plan.name, rows, tuple(conflict) if conflict is not None else None, tuple(returning))
+def _sqlite_statement(
+    plan: _TablePlan, rows: int, conflict: Sequence[str] | None, returning: Sequence[str], updates: tuple[tuple[str, str], ...] = ()
+) -> str:
+    key = ("sqlite", plan.name, rows, tuple(conflict) if conflict is not None else None, tuple(returning), updates)
     sql = _statements.get(key)
     if sql is None:
         names = _quoted([column.name for column in plan.columns])
         group = "(" + ", ".join("?" for _ in plan.columns) + ")"
         sql = f"INSERT INTO {plan.name} ({names}) VALUES " + ", ".join(group for _ in range(rows))
-        sql = _statements[key] = sql + _tail(conflict, returning)
+        sql = _statements[key] = sql + _tail(conflict, returning, updates)
     return sql
 
 
@@ -290,11 +293,18 @@ def postgres_document(
     return _postgres_json(documents)
 
 
-def _postgres_statement(plan: _TablePlan, conflict: Sequence[str] | None, returning: Sequence[str]) -> str:
-    key = ("postgresql", plan.name, tuple(conflict) if conflict is not None else None, tuple(returning))
+def _postgres_statement(
+    plan: _TablePlan, conflict: Sequence[str] | None, returning: Sequence[str], updates: tuple[tuple[str, str], ...] = ()
+) -> str:
+    key = ("postgresql", plan.name, tuple(conflict) if conflict is not None else None, tuple(returning), updates)
     sql = _statements.get(key)
     if sql is None:
-        sql = _statements[key] = postgres_insert(plan.table, skip_conflicts_on=conflict, returning=returning)
+        sql = postgres_insert(plan.table, skip_conflicts_on=conflict if not updates else None, returning=returning)
+        if updates:
+            # postgres_insert's own tail is RETURNING only here: the ON CONFLICT clause goes before it.
+            head, _, _ = sql.partition(" RETURNING ")
+            sql = head + _tail(conflict, returning, updates)
+        _statements[key] = sql
     return sql
 
 
@@ -334,22 +344,29 @@ async def insert_rows(
     *,
     skip_conflicts_on: Sequence[str] | None = None,
     returning: Sequence[str] = (),
+    update_on_conflict: Mapping[str, str] | None = None,
 ) -> list[tuple[Any, ...]]:
     """Insert ``rows`` (dicts by column name) into ``table`` in the session's transaction.
 
     ``skip_conflicts_on``: the columns of a unique index whose duplicates are
     skipped (``ON CONFLICT (...) DO NOTHING``; ``()`` for any conflict).
+    ``update_on_conflict``: instead of skipping, update them (``DO UPDATE
+    SET column = expression``, expressions over ``excluded`` and the table);
+    no two rows may then name the same key.
     ``returning``: columns returned for each row written, in no particular
     order. Returns those rows (an empty list without ``returning``).
     """
     if not rows:
         return []
     plan = _plan(table)
+    updates = tuple((update_on_conflict or {}).items())
+    if updates and not skip_conflicts_on:
+        raise ValueError("update_on_conflict needs the columns of the unique index (skip_conflicts_on)")
     connection = await session.connection()
     written: list[tuple[Any, ...]] = []
     if connection.dialect.name == "postgresql":
         document = postgres_document(table, rows)
-        result = await connection.exec_driver_sql(_postgres_statement(plan, skip_conflicts_on, returning), (document,))
+        result = await connection.exec_driver_sql(_postgres_statement(plan, skip_conflicts_on, returning, updates), (document,))
         return [tuple(found) for found in result.all()] if returning else []
     per_statement = max(1, SQLITE_MAX_PARAMETERS // len(plan.columns))
     for start in range(0, len(rows), per_statement):
@@ -357,7 +374,7 @@ async def insert_rows(
         parameters: list[Any] = []
         for row in chunk:
             parameters.extend(_values(plan.sqlite, row))
-        sql = _sqlite_statement(plan, len(chunk), skip_conflicts_on, returning)
+        sql = _sqlite_statement(plan, len(chunk), skip_conflicts_on, returning, updates)
         result = await connection.exec_driver_sql(sql, tuple(parameters))
         if returning:
             written.extend(tuple(found) for found in result.all())

@@ -2,7 +2,11 @@
 
 Only the credential fields that are secrets are encrypted: the set Novu
 encrypts, plus ``webhookUrl`` (the address of a Slack, Discord, Teams or
-Mattermost webhook is its credential: whoever has it can post). Values are
+Mattermost webhook is its credential: whoever has it can post). An
+integration's ``configurations.inboundWebhookSigningKey`` is one too: it is
+what a provider's delivery webhook is checked with (herald/deliveries/inbound.py),
+so whoever reads it can forge "bounced" or "delivered" for the integration's
+messages; Novu stores it in the clear. Values are
 sealed with AES-256-GCM under a key derived from ``HERALD_SECRET_KEY``; the
 ``hsk1.`` prefix marks a sealed value so that reading twice, or reading a value
 stored before encryption, is harmless.
@@ -32,6 +36,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 SECRET_CREDENTIAL_FIELDS = frozenset(
     {"apiKey", "apiToken", "secretKey", "token", "password", "serviceAccount", "webhookUrl"}
 )
+# An integration's configurations that are secrets: the key its providers' webhooks are checked with.
+SECRET_CONFIGURATION_FIELDS = frozenset({"inboundWebhookSigningKey"})
 _PREFIX = "hsk1."
 MASK = "****"
 MASK_REVEAL_MIN_LENGTH = 24
@@ -62,8 +68,8 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
-def is_secret(key: str, value: Any) -> bool:
-    return key in SECRET_CREDENTIAL_FIELDS and isinstance(value, str)
+def is_secret(key: str, value: Any, fields: frozenset[str] = SECRET_CREDENTIAL_FIELDS) -> bool:
+    return key in fields and isinstance(value, str)
 
 
 class SecretKeyMismatch(ValueError):
@@ -104,10 +110,26 @@ class SecretBox:
         being replaced, as stored) keeps the stored value: the client sent back
         what it was shown.
         """
+        return self._seal(credentials, stored, SECRET_CREDENTIAL_FIELDS)
+
+    def seal_configurations(
+        self, configurations: Mapping[str, Any] | None, stored: Mapping[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        """An integration's ``configurations`` with their secrets sealed, as :meth:`seal_credentials`.
+
+        ``None`` stays ``None`` (an integration made without configurations).
+        """
+        if configurations is None:
+            return None
+        return self._seal(configurations, stored, SECRET_CONFIGURATION_FIELDS)
+
+    def _seal(
+        self, values: Mapping[str, Any] | None, stored: Mapping[str, Any] | None, fields: frozenset[str]
+    ) -> dict[str, Any]:
         stored = stored or {}
         sealed: dict[str, Any] = {}
-        for key, value in (credentials or {}).items():
-            if is_secret(key, value):
+        for key, value in (values or {}).items():
+            if is_secret(key, value, fields):
                 kept = stored.get(key)
                 if isinstance(kept, str) and MASK in value and value == self._mask_or_none(kept):
                     sealed[key] = kept
@@ -132,13 +154,27 @@ class SecretBox:
 
     def mask_credentials(self, credentials: Mapping[str, Any] | None, *, reveal_edges: bool = True) -> dict[str, Any]:
         """Credentials as an answer shows them: every secret masked, the rest as they are."""
+        return self._mask(credentials, SECRET_CREDENTIAL_FIELDS, reveal_edges=reveal_edges)
+
+    def mask_configurations(
+        self, configurations: Mapping[str, Any] | None, *, reveal_edges: bool = True
+    ) -> dict[str, Any] | None:
+        """An integration's configurations as an answer shows them, as :meth:`mask_credentials`."""
+        if configurations is None:
+            return None
+        return self._mask(configurations, SECRET_CONFIGURATION_FIELDS, reveal_edges=reveal_edges)
+
+    def _mask(self, values: Mapping[str, Any] | None, fields: frozenset[str], *, reveal_edges: bool) -> dict[str, Any]:
         return {
-            key: self.mask(value, reveal_edges=reveal_edges) if is_secret(key, value) else value
-            for key, value in (credentials or {}).items()
+            key: self.mask(value, reveal_edges=reveal_edges) if is_secret(key, value, fields) else value
+            for key, value in (values or {}).items()
         }
 
     def open_credentials(self, credentials: Mapping[str, Any] | None) -> dict[str, Any]:
-        return {
-            key: self.open(value) if is_secret(key, value) else value
-            for key, value in (credentials or {}).items()
-        }
+        return self._open(credentials, SECRET_CREDENTIAL_FIELDS)
+
+    def open_configurations(self, configurations: Mapping[str, Any] | None) -> dict[str, Any]:
+        return self._open(configurations, SECRET_CONFIGURATION_FIELDS)
+
+    def _open(self, values: Mapping[str, Any] | None, fields: frozenset[str]) -> dict[str, Any]:
+        return {key: self.open(value) if is_secret(key, value, fields) else value for key, value in (values or {}).items()}

@@ -36,6 +36,8 @@ from herald.kit.files import create_private_file, make_private_dir
 # for up to SQLITE_LOCK_WAIT_SECONDS.
 SQLITE_BUSY_TIMEOUT_MS = 5
 SQLITE_LOCK_WAIT_SECONDS = 30.0
+# Threads reading SQLite for the long reads (create_read_engine): the machine's cores are shared with the loop.
+READ_POOL_SIZE = 2
 
 
 def async_url(url: str) -> str:
@@ -55,6 +57,40 @@ def sync_url(url: str) -> str:
     if parsed.drivername in ("sqlite+heraldinline", "sqlite+aiosqlite"):
         parsed = parsed.set(drivername="sqlite")
     return parsed.render_as_string(hide_password=False)
+
+
+def create_read_engine(url: str, *, pool_size: int = READ_POOL_SIZE) -> AsyncEngine | None:
+    """On SQLite, connections of their own for reads that can take long; None elsewhere (and for a memory store).
+
+    The store's one connection runs on the event loop's thread (herald.kit.sqlite_inline), and a request
+    holds it until it ends: a read that scans thousands of rows held every other request, the health check
+    and the in-process worker for as long. These connections run in threads of their own (aiosqlite), where
+    SQLite leaves the GIL while it works, and read while the other one writes (WAL). They cannot write
+    (``query_only``). On PostgreSQL the server does the work, and the pool has connections for many requests.
+    """
+    target = make_url(async_url(url))
+    if not target.drivername.startswith("sqlite"):
+        return None
+    path = target.database
+    if not path or path == ":memory:" or path.startswith("file:"):
+        return None
+    engine = create_async_engine(
+        target.set(drivername="sqlite+aiosqlite"),
+        pool_size=pool_size,
+        max_overflow=0,
+        json_serializer=dumps_json,
+        json_deserializer=loads_json,
+    )
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        # A wait here is in the connection's thread, not the event loop's.
+        cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_LOCK_WAIT_SECONDS * 1000)}")
+        cursor.execute("PRAGMA query_only=ON")
+        cursor.close()
+
+    return engine
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:
@@ -319,6 +355,21 @@ async def get_db_session(request: Request) -> AsyncIterator[AsyncSession]:
 # ``scope="function"`` runs the commit as soon as the handler returns, before
 # the response is sent: a client that sees 201 can rely on the write.
 SessionDep = Annotated[AsyncSession, Depends(get_db_session, scope="function")]
+
+
+async def get_read_session(request: Request) -> AsyncIterator[AsyncSession]:
+    """A session for a request that only reads, and may read long (the Inbox's filtered lists and counts).
+
+    On SQLite its statements run on connections of their own (create_read_engine), not on the one the
+    other requests, the health check and the in-process worker wait for, and cannot write; on PostgreSQL
+    it is a session like the others. It is never committed.
+    """
+    maker: async_sessionmaker[AsyncSession] = request.app.state.read_sessionmaker
+    async with maker() as session:
+        yield session
+
+
+ReadSessionDep = Annotated[AsyncSession, Depends(get_read_session, scope="function")]
 
 
 async def fetch_outside_transaction(session: AsyncSession, statement: str, parameters: Sequence[Any]) -> list[Sequence[Any]]:

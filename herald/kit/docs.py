@@ -13,7 +13,7 @@ import fastapi_offline
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
 from fastapi.staticfiles import StaticFiles
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, RedirectResponse
 
 ASSETS_DIR = Path(fastapi_offline.__file__).parent / "static"
 ASSETS_URL = "/docs/assets"
@@ -55,3 +55,11 @@ def install_docs(app: FastAPI, docs_url: str = "/docs", redoc_url: str = "/redoc
             redoc_favicon_url=f"{root}{ASSETS_URL}/favicon.png",
             with_google_fonts=False,
         )
+
+
+def install_front_page(app: FastAPI, to: str) -> None:
+    """``GET /`` redirects to ``to`` (the console, or these docs when it is off), rather than a 404."""
+
+    @app.get("/", include_in_schema=False)
+    async def front_page(request: Request) -> RedirectResponse:
+        return RedirectResponse(f"{request.scope.get('root_path', '')}{to}", status_code=302)

@@ -77,6 +77,16 @@ class UnauthorizedError(HeraldError):
     status_code = 401
 
 
+class ForbiddenError(HeraldError):
+    """The caller is known but may not do this (a role, a protected environment, a missing CSRF token)."""
+
+    status_code = 403
+
+
+class TooManyRequestsError(HeraldError):
+    status_code = 429
+
+
 class NotFoundError(HeraldError):
     status_code = 404
 

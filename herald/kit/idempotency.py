@@ -1,13 +1,17 @@
 """The ``idempotency-key`` header on POST and PATCH.
 
 The first request with a key claims it with an insert on the primary key
-(organization, key) and runs; its answer is stored for 24 hours and replayed
+(environment, key) and runs; its answer is stored for 24 hours and replayed
 to repeats with ``Idempotency-Replay: true``. Because the claim is a unique
 insert, two copies racing each other cannot both run: the loser gets 409 with
 ``Retry-After: 1`` (the official SDKs retry 409). A repeat with another body is
 refused with 422. A claim whose request died is taken over after
 ``idempotency_lock_seconds``; a 5xx answer releases the claim so that the
 caller's retry can succeed.
+
+Keys are the caller's environment's. Novu keeps them per organization, and
+then a Production trigger that reuses a key Development sent is answered with
+Development's stored answer and never runs.
 """
 
 from __future__ import annotations
@@ -62,11 +66,11 @@ class IdempotencyRepository:
         self.session = session
 
     async def claim(
-        self, organization_id: str, key: str, body_hash: str, ttl_seconds: int, lock_seconds: int
+        self, environment_id: str, key: str, body_hash: str, ttl_seconds: int, lock_seconds: int
     ) -> Claim:
         now = utcnow()
         values = {
-            "organization_id": organization_id,
+            "environment_id": environment_id,
             "key": key,
             "body_hash": body_hash,
             "status": IN_PROGRESS,
@@ -83,7 +87,7 @@ class IdempotencyRepository:
         taken = await self.session.execute(
             update(IdempotencyRecord)
             .where(
-                IdempotencyRecord.organization_id == organization_id,
+                IdempotencyRecord.environment_id == environment_id,
                 IdempotencyRecord.key == key,
                 or_(
                     IdempotencyRecord.expires_at < now,
@@ -95,15 +99,15 @@ class IdempotencyRepository:
         )
         if taken.rowcount:  # type: ignore[attr-defined]
             return Claim(owned=True)
-        record = await self.session.get(IdempotencyRecord, (organization_id, key))
+        record = await self.session.get(IdempotencyRecord, (environment_id, key))
         return Claim(owned=False, record=record)
 
     async def complete(
-        self, organization_id: str, key: str, status_code: int, body: str, content_type: str | None
+        self, environment_id: str, key: str, status_code: int, body: str, content_type: str | None
     ) -> None:
         await self.session.execute(
             update(IdempotencyRecord)
-            .where(IdempotencyRecord.organization_id == organization_id, IdempotencyRecord.key == key)
+            .where(IdempotencyRecord.environment_id == environment_id, IdempotencyRecord.key == key)
             .values(
                 status=DONE,
                 status_code=status_code,
@@ -112,10 +116,10 @@ class IdempotencyRepository:
             )
         )
 
-    async def release(self, organization_id: str, key: str) -> None:
+    async def release(self, environment_id: str, key: str) -> None:
         await self.session.execute(
             delete(IdempotencyRecord).where(
-                IdempotencyRecord.organization_id == organization_id,
+                IdempotencyRecord.environment_id == environment_id,
                 IdempotencyRecord.key == key,
                 IdempotencyRecord.status == IN_PROGRESS,
             )
@@ -124,21 +128,21 @@ class IdempotencyRepository:
     async def purge_expired(self, limit: int = 5000) -> int:
         """Delete up to ``limit`` records past their 24 hours; returns how many went."""
         expired = (
-            select(IdempotencyRecord.organization_id, IdempotencyRecord.key)
+            select(IdempotencyRecord.environment_id, IdempotencyRecord.key)
             .where(IdempotencyRecord.expires_at < utcnow())
             .limit(limit)
         )
         result = await self.session.execute(
             delete(IdempotencyRecord).where(
-                tuple_(IdempotencyRecord.organization_id, IdempotencyRecord.key).in_(expired)
+                tuple_(IdempotencyRecord.environment_id, IdempotencyRecord.key).in_(expired)
             )
         )
         return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
-    async def get(self, organization_id: str, key: str) -> IdempotencyRecord | None:
+    async def get(self, environment_id: str, key: str) -> IdempotencyRecord | None:
         result = await self.session.execute(
             select(IdempotencyRecord).where(
-                IdempotencyRecord.organization_id == organization_id, IdempotencyRecord.key == key
+                IdempotencyRecord.environment_id == environment_id, IdempotencyRecord.key == key
             )
         )
         return result.scalar_one_or_none()
@@ -201,7 +205,7 @@ class IdempotencyMiddleware:
             # No valid key: let the route answer 401 in the usual way; nothing is claimed.
             await self.app(scope, receive, send)
             return
-        organization_id, body, body_hash, claim = claimed
+        environment_id, body, body_hash, claim = claimed
         if not claim.owned:
             await self._answer_repeat(scope, send, key, body_hash, claim.record, key_header)
             return
@@ -210,23 +214,23 @@ class IdempotencyMiddleware:
         try:
             await self.app(scope, replay_receive(body, receive), captured.send)
         except BaseException:
-            await self._release(organization_id, key)
+            await self._release(environment_id, key)
             raise
         if captured.status is None or captured.status >= 500:
-            await self._release(organization_id, key)
+            await self._release(environment_id, key)
         else:
             try:
                 async with self.sessionmaker() as session, session.begin():
                     sealed = self.box.seal(captured.body.decode("utf-8", "replace"))
                     await IdempotencyRepository(session).complete(
-                        organization_id, key, captured.status, sealed, captured.content_type
+                        environment_id, key, captured.status, sealed, captured.content_type
                     )
             except Exception:  # the request's own work is committed: its answer still goes out
                 logger.exception("could not store the answer for idempotency key %s; repeats get 409 until the claim expires", key)
         await captured.forward(send, key_header)
 
     async def _claim(self, scope: Scope, receive: Receive, key: str) -> tuple[str, bytes, str, Claim] | None:
-        """Claim ``key`` for the caller's organization; None when the caller has no valid API key."""
+        """Claim ``key`` for the caller's environment; None when the caller has no valid API key."""
         # Resolved already when the rate limit charged it (kit/limits.py).
         principal = scope.get("state", {}).get("principal")
         if principal is None:
@@ -240,11 +244,11 @@ class IdempotencyMiddleware:
         body_hash = hash_body(body)
         async with self.sessionmaker() as session, session.begin():
             claim = await IdempotencyRepository(session).claim(
-                principal.organization_id, key, body_hash, self.ttl_seconds, self.lock_seconds
+                principal.environment_id, key, body_hash, self.ttl_seconds, self.lock_seconds
             )
-        return principal.organization_id, body, body_hash, claim
+        return principal.environment_id, body, body_hash, claim
 
-    async def _release(self, organization_id: str, key: str) -> None:
+    async def _release(self, environment_id: str, key: str) -> None:
         """Free the claim of a request that failed, so that the caller's retry can run.
 
         The usual reason a request fails is that the store is down, and then
@@ -252,27 +256,27 @@ class IdempotencyMiddleware:
         store answers (a retry meanwhile gets 409 and retries again), rather
         than leaving the key locked for ``lock_seconds``.
         """
-        if await self._try_release(organization_id, key):
+        if await self._try_release(environment_id, key):
             return
-        task = asyncio.create_task(self._release_later(organization_id, key))
+        task = asyncio.create_task(self._release_later(environment_id, key))
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)
 
-    async def _try_release(self, organization_id: str, key: str) -> bool:
+    async def _try_release(self, environment_id: str, key: str) -> bool:
         try:
             async with self.sessionmaker() as session, session.begin():
-                await IdempotencyRepository(session).release(organization_id, key)
+                await IdempotencyRepository(session).release(environment_id, key)
         except Exception as exc:
             logger.warning("could not release idempotency key %s yet (%s: %s)", key, type(exc).__name__, exc)
             return False
         return True
 
-    async def _release_later(self, organization_id: str, key: str) -> None:
+    async def _release_later(self, environment_id: str, key: str) -> None:
         deadline = time.monotonic() + self.lock_seconds
         delay = RELEASE_RETRY_SECONDS
         while time.monotonic() < deadline:
             await asyncio.sleep(delay)
-            if await self._try_release(organization_id, key):
+            if await self._try_release(environment_id, key):
                 return
             delay = min(delay * 2, 10.0)
         logger.error("gave up releasing idempotency key %s; it expires after %ss", key, self.lock_seconds)

@@ -1,7 +1,9 @@
 """Refuse requests the store could not keep, before any route sees them.
 
-- Body size: 100 KB, 20 MB under /v1/events (Novu's limits) and for
-  POST /v1/subscribers/bulk (500 subscribers with their data outgrow 100 KB) → 413.
+- Body size: 100 KB (Novu's), ``HERALD_MAX_BODY`` (1 MB) under /v1/events and
+  for POST /v1/subscribers/bulk (500 subscribers with their data outgrow
+  100 KB) → 413; a declared ``Content-Length`` over it is refused before the
+  body is read, a chunked body as soon as it grows past it.
 - NUL characters (``\\u0000`` in JSON, ``%00`` in the URL): PostgreSQL cannot
   store them in text or JSON, so they are refused on every store alike
   (422), instead of failing deep in a query.
@@ -14,6 +16,10 @@
 - A lone UTF-16 surrogate (``\\udfff`` escaped without its pair): it is no
   character, UTF-8 cannot encode it and neither store can keep it: 400, as
   for malformed JSON.
+
+- A body under /v1 or /v2 that is not sent as JSON (no ``Content-Type``, or another one, such as
+  a form's): 415, rather than parsing it as JSON all the same. The translations' uploads take
+  multipart/form-data too; the providers' delivery reports keep whatever their senders use.
 
 Both JSON checks look at the bytes first (a count of brackets, a search for
 ``\\ud``), so an ordinary trigger body is never parsed here (json_problem).
@@ -37,6 +43,10 @@ LARGE_BODY_PREFIXES = ("/v1/events", "/v1/subscribers/bulk")
 # in batches of up to 768 KB, more than other routes take, and they cannot be split.
 PROVIDER_WEBHOOK_PREFIX = "/webhooks/"
 PROVIDER_WEBHOOK_MAX_BYTES = 1024 * 1024
+# The console's CSV import of subscribers (herald.subscribers.imports.MAX_FILE_BYTES, with room for the
+# form around the file): the page itself says when a file is too large.
+SUBSCRIBER_IMPORT_PATH = "/console/subscribers/import"
+SUBSCRIBER_IMPORT_MAX_BYTES = 26 * 1024 * 1024
 # ``\u0000`` preceded by an even number of backslashes (so not ``\\u0000``, an escaped backslash).
 _JSON_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000", re.IGNORECASE)
 NUL_MESSAGE = "The request contains a NUL character (\\u0000), which cannot be stored"
@@ -46,6 +56,23 @@ SURROGATE_MESSAGE = (
     "Request body contains a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape without its pair), which is not a character"
 )
 TOO_DEEP, LONE_SURROGATE = "too deep", "lone surrogate"
+API_PREFIXES = ("/v1/", "/v2/")
+# Providers post their delivery reports here, in their own formats (herald/deliveries).
+ANY_BODY_PREFIXES = ("/v2/inbound-webhooks/",)
+MULTIPART_PREFIXES = ("/v2/translations",)
+
+
+def unsupported_media_type(path: str, content_type: str | None) -> str | None:
+    """Why a body sent with ``content_type`` to ``path`` is refused (415); None when it is taken."""
+    if not path.startswith(API_PREFIXES) or path.startswith(ANY_BODY_PREFIXES):
+        return None
+    media_type = (content_type or "").split(";", 1)[0].strip().lower()
+    if media_type == "application/json" or (media_type.startswith("application/") and media_type.endswith("+json")):
+        return None
+    if media_type == "multipart/form-data" and path.startswith(MULTIPART_PREFIXES):
+        return None
+    sent = f"it was sent as {media_type}" if media_type else "it was sent without a Content-Type"
+    return f"Request body must be JSON, sent with Content-Type: application/json; {sent}"
 
 
 def contains_nul(body: bytes) -> bool:
@@ -126,6 +153,8 @@ class RequestGuardMiddleware:
             return self.max_event_bytes
         if path.startswith(PROVIDER_WEBHOOK_PREFIX):
             return max(self.max_bytes, PROVIDER_WEBHOOK_MAX_BYTES)
+        if path == SUBSCRIBER_IMPORT_PATH:
+            return max(self.max_bytes, SUBSCRIBER_IMPORT_MAX_BYTES)
         return self.max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -147,6 +176,11 @@ class RequestGuardMiddleware:
         if body is None:
             await self._refuse_size(scope, send, limit)
             return
+        if body:
+            refused = unsupported_media_type(scope["path"], header(scope, b"content-type"))
+            if refused is not None:
+                await send_error(scope, send, 415, refused)
+                return
         if contains_nul(body):
             await self._refuse_nul(scope, send, "body")
             return

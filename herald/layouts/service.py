@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.engine.templates import TemplateError, render_bounded, render_email
+from herald.engine.templates import TemplateError, check_template, render_bounded, render_email
 from herald.kit.auth import Principal
 from herald.kit.errors import ConflictError, NotFoundError, ValidationFailed
 from herald.kit.ids import new_id
@@ -41,6 +41,7 @@ from herald.layouts.schemas import (
     WorkflowInfoDto,
 )
 from herald.models import Layout
+from herald.previews import service as previews
 
 V1_ORIGIN = "novu-cloud-v1"
 V2_ORIGIN = "novu-cloud"
@@ -59,10 +60,6 @@ DEFAULT_BODY = (
 )
 """The body of a layout made through /v2/layouts, before its controls are set."""
 
-PREVIEW_PLACEHOLDER = (
-    '<div data-content-placeholder style="border:1px dashed #e1e4ea;padding:8px;text-align:center;'
-    'color:#99a0ae;font-size:10px;">Dynamic placeholder content</div>'
-)
 PREVIEW_SUBSCRIBER = {
     "subscriberId": "123456",
     "firstName": "John",
@@ -123,7 +120,12 @@ def to_v2(layout: Layout) -> LayoutResponseDto:
 
 
 async def check_content(content: str, field: str) -> None:
-    """Refuse content that cannot wrap an email: no body placeholder, or a template that does not render."""
+    """Refuse content that cannot wrap an email: a template that does not parse or names an unknown
+    filter (check_template, the rule every step's template follows), no body placeholder, or one that
+    does not render."""
+    problems = check_template(content)
+    if problems:
+        raise ValidationFailed.field(field, f"{field}: template cannot be used: {problems[0]}", content[:200])
     try:
         await render_bounded(render_email, "", "", {}, layout=content)
     except TemplateError as exc:
@@ -350,7 +352,7 @@ async def preview(
     subscriber = {**PREVIEW_SUBSCRIBER, **((body.previewPayload.subscriber if body.previewPayload else None) or {})}
     variables = {"subscriber": subscriber, "payload": {}, "step": {}, "tenant": {}, "actor": {}}
     try:
-        rendered = await render_bounded(render_email, PREVIEW_PLACEHOLDER, "", variables, layout=content)
+        rendered = await previews.preview_layout(session, principal.environment_id, content, variables)
     except TemplateError as exc:
         raise ValidationFailed.field("controlValues.email.body", f"Layout cannot be rendered: {exc.message}") from None
     return GenerateLayoutPreviewResponseDto(

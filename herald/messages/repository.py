@@ -111,6 +111,20 @@ class MessageRepository:
         )
         return result.scalar_one_or_none()
 
+    async def of_notification(self, environment_id: str, transaction_id: str, notification_id: str, *, limit: int) -> list[Message]:
+        """The messages one run made, oldest first (found through its transaction's index, then narrowed to the run)."""
+        result = await self.session.execute(
+            select(Message)
+            .where(
+                Message.environment_id == environment_id,
+                Message.transaction_id == transaction_id,
+                Message.notification_id == notification_id,
+            )
+            .order_by(Message.created_at, Message.id)
+            .limit(limit)
+        )
+        return list(result.scalars())
+
     async def get_for_subscriber(
         self, environment_id: str, subscriber_id: str, message_id: str, *, for_update: bool = False
     ) -> Message | None:

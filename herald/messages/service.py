@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from sqlalchemy import func
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.kit import query
 from herald.kit.auth import Principal
 from herald.kit.crypto import MASK, mask_secret
 from herald.kit.errors import NotFoundError, ValidationFailed
@@ -196,17 +196,18 @@ async def record_action(
 
 
 def decode_payload_filter(encoded: str | None) -> dict[str, Any] | None:
-    """The feed's ``payload`` query: base64 of a JSON object (``btoa(JSON.stringify({...}))``)."""
+    """The feed's ``payload`` query: base64 of a JSON object (``btoa(JSON.stringify({...}))``), read as any JSON
+    of the query is (herald.kit.query: bounded, no NUL or lone surrogate, finite numbers)."""
     if encoded is None:
         return None
     # Accept the url-safe alphabet, missing padding, and a "+" that an
     # unencoded query string turned into a space.
     normalized = encoded.strip().replace(" ", "+").replace("-", "+").replace("_", "/")
     try:
-        text = base64.b64decode(normalized + "=" * (-len(normalized) % 4), validate=True).decode("utf-8")
-        value = json.loads(text)
+        text: str | None = base64.b64decode(normalized + "=" * (-len(normalized) % 4), validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError, ValueError):
-        value = None
+        text = None
+    value = query.json_text("payload", text) if text is not None else None
     if not isinstance(value, dict):
         raise ValidationFailed.field(
             "payload", "payload must be a base64-encoded JSON object, e.g. btoa(JSON.stringify({foo: 1}))", encoded

@@ -1,7 +1,8 @@
 """Sealing credential secrets stored in the clear, run by ``herald migrate`` after the schema.
 
 A field that became a secret after values were stored (``webhookUrl``, of
-integrations and of subscriber channels) is in the clear in those rows.
+integrations and of subscriber channels; an integration's
+``configurations.inboundWebhookSigningKey``) is in the clear in those rows.
 They keep working (``SecretBox.open`` passes an unsealed value through) and
 answers mask them, but the store should not hold them readable: this pass
 seals them. It is not an Alembic revision because it needs
@@ -48,11 +49,19 @@ async def seal_plaintext_secrets(database_url: str, box: SecretBox) -> Sealed:
     try:
         maker = create_sessionmaker(engine)
         async with maker() as session, session.begin():
-            rows = (await session.execute(select(Integration.id, Integration.credentials))).all()
-            for integration_id, credentials in rows:
+            rows = (
+                await session.execute(select(Integration.id, Integration.credentials, Integration.configurations))
+            ).all()
+            for integration_id, credentials, configurations in rows:
+                changed: dict[str, Any] = {}
                 new = box.seal_credentials(credentials)
                 if new != (credentials or {}):
-                    await session.execute(update(Integration).where(Integration.id == integration_id).values(credentials=new))
+                    changed["credentials"] = new
+                new_configurations = box.seal_configurations(configurations)
+                if new_configurations != configurations:
+                    changed["configurations"] = new_configurations
+                if changed:
+                    await session.execute(update(Integration).where(Integration.id == integration_id).values(**changed))
                     sealed.integrations += 1
         after = ""
         while True:

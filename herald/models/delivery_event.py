@@ -36,3 +36,30 @@ class DeliveryEventKey(Base):
     integration_id: Mapped[str] = mapped_column(ID, primary_key=True)
     event_key: Mapped[str] = mapped_column(String(64), primary_key=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class SpentSignatureToken(Base):
+    """A token of a provider's signature that does not cover the body, spent (herald/providers/inbound.py).
+
+    Mailgun signs only its timestamp and a random token, so a captured request's
+    signature would carry any other body within the timestamp's tolerance.
+    Each such token is inserted here (``INSERT ... ON CONFLICT DO NOTHING``)
+    before the request's events are recorded, in the same transaction, and a
+    request whose token was already here is refused: durable, so a second API
+    process refuses it too, and rolled back with the request, so a provider's
+    retry of a request that failed is taken. ``token`` is an HMAC of the
+    token keyed by the signing key (a fixed width, and one token under one key
+    whichever integration it is posted to: two integrations sharing a
+    provider's account key share its tokens). A row is needed only until the
+    signature's timestamp leaves the tolerance (``expires_at``), after which
+    the signature is refused anyway; retention deletes it then, so the table
+    holds at most the last 10 minutes of signed requests.
+    """
+
+    __tablename__ = "spent_signature_tokens"
+    __table_args__ = (Index("ix_spent_signature_tokens_expires_at", "expires_at"),)
+
+    token: Mapped[str] = mapped_column(String(64), primary_key=True)
+    environment_id: Mapped[str] = mapped_column(ID)
+    integration_id: Mapped[str] = mapped_column(ID)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -58,6 +58,9 @@ class Notification(IdMixin, EnvironmentScopedMixin, Base):
     __table_args__ = (
         Index("ix_notifications_environment_created", "environment_id", "created_at"),
         Index("ix_notifications_environment_transaction", "environment_id", "transaction_id"),
+        # The console's Activity: a subscriber's runs and a workflow's runs, newest first (migration 0027).
+        Index("ix_notifications_environment_subscriber_created", "environment_id", "subscriber_id", "created_at"),
+        Index("ix_notifications_environment_workflow_created", "environment_id", "workflow_id", "created_at"),
         Index("uq_notifications_event_subscriber", "event_id", "subscriber_id", unique=True),
     )
 
@@ -78,17 +81,29 @@ class Job(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     "step" (run one workflow step for one subscriber), "unsnooze" (bring a
     snoozed inbox notification back at its time: herald.inbox.snooze) or
     "quiet_received" (tell a subscriber's sockets of an in-app message once
-    their quiet hours are over: herald.realtime.held).
+    their quiet hours are over: herald.realtime.held) or "webhook" (send one
+    event to one of the application's endpoints: herald.webhooks.delivery).
     """
 
     __tablename__ = "jobs"
     __table_args__ = (
         # Partial indexes hold only the rows the queue asks about (migration 0003).
+        # Webhook deliveries wait apart (migration 0025): a backlog of them for
+        # a slow endpoint never stands between a workflow's job and its claim.
         Index(
             "ix_jobs_due",
             "run_at",
-            sqlite_where=text("status IN ('queued', 'delayed')"),
-            postgresql_where=text("status IN ('queued', 'delayed')"),
+            sqlite_where=text("status IN ('queued', 'delayed') AND kind <> 'webhook'"),
+            postgresql_where=text("status IN ('queued', 'delayed') AND kind <> 'webhook'"),
+        ),
+        # Webhook deliveries waiting, by endpoint and then due time: each
+        # endpoint's queue is a range of it (herald/webhooks/queue.py).
+        Index(
+            "ix_jobs_webhook_due",
+            "endpoint_id",
+            "run_at",
+            sqlite_where=text("kind = 'webhook' AND status IN ('queued', 'delayed')"),
+            postgresql_where=text("kind = 'webhook' AND status IN ('queued', 'delayed')"),
         ),
         Index(
             "ix_jobs_leased",
@@ -163,6 +178,14 @@ class Job(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)
     result: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     error_text: Mapped[str | None] = mapped_column(Text, default=None)
+    # A webhook delivery's endpoint (kind "webhook"); None for every other job.
+    endpoint_id: Mapped[str | None] = mapped_column(ID, default=None)
+    # The attempt that began sending the step's email to an SMTP server (written before the send) and got
+    # no answer recorded: a later attempt knows the server may have it (steps.delivery, migration 0026).
+    handed_over: Mapped[int | None] = mapped_column(default=None)
+    # The trace this job belongs to, as a W3C traceparent: the trigger's request span, written with the
+    # job while traces are on (herald/kit/tracing.py, migration 0033); None when they are off.
+    trace_context: Mapped[str | None] = mapped_column(String(64), default=None)
 
 
 class ExecutionDetail(IdMixin, EnvironmentScopedMixin, Base):

@@ -8,6 +8,11 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.models.base import ID, Base, EnvironmentScopedMixin, IdMixin, JSONType, TimestampMixin
 
+# PostgreSQL's alone, made by migration 0032 (not declared on the model, which both stores share): an
+# environment's messages of one channel, newest first, for GET /v1/messages?channel= on a large store. SQLite,
+# which has no statistics to choose by, took it for a subscriber's inbox over the subscriber's own index.
+POSTGRESQL_MESSAGE_INDEXES = frozenset({"ix_messages_environment_channel_created"})
+
 
 class Message(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     """A message produced by a channel step (the in-app inbox entry, an email...)."""
@@ -76,11 +81,16 @@ class Message(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
 
 
 class IdempotencyRecord(Base):
-    """A claimed idempotency key and, once done, the answer to replay."""
+    """A claimed idempotency key of one environment and, once done, the answer to replay.
+
+    Keyed by environment, not by organization as Novu keys them: a key that
+    Development used must not answer Production's request with Development's
+    answer (migration 0023).
+    """
 
     __tablename__ = "idempotency_records"
 
-    organization_id: Mapped[str] = mapped_column(ID, primary_key=True)
+    environment_id: Mapped[str] = mapped_column(ID, primary_key=True)
     key: Mapped[str] = mapped_column(String(255), primary_key=True)
     body_hash: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16))  # in_progress | done

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, Index, String
+from sqlalchemy import ForeignKey, Index, String, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from herald.kit.time import utcnow
@@ -24,6 +24,10 @@ class Environment(IdMixin, Base):
     name: Mapped[str] = mapped_column(String(100))
     # The public identifier an inbox client names the environment by.
     identifier: Mapped[str] = mapped_column(String(64), unique=True)
+    # Takes changes only from its own API keys (herald/environments/protection.py).
+    protected: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # Where the environment's code-first workflows are served (the last ``novu sync``; migration 0034).
+    bridge_url: Mapped[str | None] = mapped_column(String(2048), default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

@@ -9,11 +9,28 @@ from sqlalchemy.orm import Mapped, mapped_column
 from herald.kit.time import utcnow
 from herald.models.base import ID, Base, EnvironmentScopedMixin, IdMixin, TimestampMixin
 
+# PostgreSQL's alone, made by migration 0031 (lowered expressions with text_pattern_ops, for the console's
+# search by the start of a subscriberId, email, phone or name): not declared on the model, which both stores share.
+POSTGRESQL_SEARCH_INDEXES = frozenset(
+    {
+        "ix_subscribers_search_subscriber_id",
+        "ix_subscribers_search_email",
+        "ix_subscribers_search_phone",
+        "ix_subscribers_search_last_name",
+        "ix_subscribers_search_full_name",
+    }
+)
+
 
 class Subscriber(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     __tablename__ = "subscribers"
     __table_args__ = (
         Index("uq_subscribers_environment_subscriber", "environment_id", "subscriber_id", unique=True),
+        # The console's Activity search finds a subscriber by email or phone (migration 0027).
+        Index("ix_subscribers_environment_email", "environment_id", "email"),
+        Index("ix_subscribers_environment_phone", "environment_id", "phone"),
+        # The console's list and search, newest first a page at a time (migration 0029).
+        Index("ix_subscribers_environment_id", "environment_id", "id"),
     )
 
     # The caller's identifier; ``id`` is Herald's internal one.

@@ -16,7 +16,9 @@ class WebhookEndpoint(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     sealed under HERALD_SECRET_KEY: shown once, when the endpoint is made.
     ``failing_since`` is the first failed delivery since the last success; an
     endpoint whose deliveries kept failing for the whole retry period is
-    ``disabled``, with the reason, and is sent nothing more.
+    ``disabled``, with the reason, and is sent nothing more. While it fails it
+    is paused until ``paused_until``, then tried with one delivery
+    (herald/webhooks/delivery.py).
     """
 
     __tablename__ = "webhook_endpoints"
@@ -30,3 +32,4 @@ class WebhookEndpoint(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     disabled_reason: Mapped[str | None] = mapped_column(Text, default=None)
     disabled_at: Mapped[datetime | None] = mapped_column(default=None)
     failing_since: Mapped[datetime | None] = mapped_column(default=None)
+    paused_until: Mapped[datetime | None] = mapped_column(default=None)

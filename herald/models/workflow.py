@@ -52,6 +52,10 @@ class Workflow(IdMixin, EnvironmentScopedMixin, TimestampMixin, Base):
     payload_schema: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     # Novu's isTranslationEnabled: steps render with the subscriber's locale's keys ({{t.key}}) (migration 0011).
     is_translation_enabled: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # Where the workflow is written (migration 0034): "novu-cloud" for Herald's own, "external" for a
+    # workflow written in code with Novu's framework and synced from its bridge (herald/bridge), which the
+    # engine calls to render each step.
+    origin: Mapped[str] = mapped_column(String(32), default="novu-cloud", server_default="novu-cloud")
     deleted: Mapped[bool] = mapped_column(default=False, server_default=false())
     deleted_at: Mapped[datetime | None] = mapped_column(default=None)
     deleted_by: Mapped[str | None] = mapped_column(String(100), default=None)

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, case, exists, func, select
+from sqlalchemy import ColumnElement, Select, and_, case, exists, func, not_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from herald.models import (
     Event,
@@ -28,6 +29,22 @@ from herald.models import (
 
 # Newest first; the id breaks ties between notifications made in the same instant.
 NEWEST_FIRST = (Notification.created_at.desc(), Notification.id.desc())
+
+# A run's status, from its steps' (jobs'): failed when one failed, pending while one is still to run,
+# else completed (every step sent, skipped, canceled or merged).
+RUN_STATUSES = ("failed", "pending", "completed")
+WAITING_JOB_STATUSES = ("pending", "queued", "running", "delayed")
+# A search names a subscriber or a transaction; an email or phone shared by more subscribers than this is cut.
+MAX_SEARCH_SUBSCRIBERS = 100
+
+
+def run_status(job_statuses: Sequence[str]) -> str:
+    """The status of a run whose steps have ``job_statuses`` (one of :data:`RUN_STATUSES`)."""
+    if "failed" in job_statuses:
+        return "failed"
+    if any(status in WAITING_JOB_STATUSES for status in job_statuses):
+        return "pending"
+    return "completed"
 
 
 @dataclass(frozen=True)
@@ -42,6 +59,10 @@ class ActivityFilter:
     workflow_ids: Sequence[str] | None = None
     after: datetime | None = None
     before: datetime | None = None
+    # One value that is a subscriberId, an email, a phone number or a transactionId (any of them).
+    search: str | None = None
+    # Run statuses (RUN_STATUSES), from the steps' statuses.
+    statuses: Sequence[str] | None = None
 
 
 class NotificationRepository:
@@ -49,15 +70,12 @@ class NotificationRepository:
         self.session = session
 
     def _conditions(self, environment_id: str, filters: ActivityFilter) -> list[ColumnElement[bool]]:
+        """Every condition of ``filters`` but the search (:meth:`_search`, which looks subscribers up first)."""
+        return self._indexed_conditions(environment_id, filters) + self._scanned_conditions(environment_id, filters)
+
+    def _indexed_conditions(self, environment_id: str, filters: ActivityFilter) -> list[ColumnElement[bool]]:
+        """The conditions an index of ``notifications`` finds the rows of (migration 0027)."""
         conditions: list[ColumnElement[bool]] = [Notification.environment_id == environment_id]
-        if filters.channels:
-            conditions.append(
-                exists().where(
-                    Job.notification_id == Notification.id,
-                    Job.environment_id == environment_id,
-                    Job.step_type.in_(list(filters.channels)),
-                )
-            )
         if filters.subscriber_ids:
             conditions.append(
                 Notification.subscriber_id.in_(
@@ -85,11 +103,124 @@ class NotificationRepository:
             conditions.append(Notification.created_at <= filters.before)
         return conditions
 
+    def _scanned_conditions(
+        self, environment_id: str, filters: ActivityFilter, run: Any = Notification
+    ) -> list[ColumnElement[bool]]:
+        """The conditions on a run's steps, checked run by run (``run``: the notifications or a window of them)."""
+        conditions: list[ColumnElement[bool]] = []
+        if filters.channels:
+            conditions.append(
+                exists().where(
+                    Job.notification_id == run.id,
+                    Job.environment_id == environment_id,
+                    Job.step_type.in_(list(filters.channels)),
+                )
+            )
+        if filters.statuses:
+            conditions.append(or_(*(self._has_status(environment_id, status, run) for status in filters.statuses)))
+        return conditions
+
+    async def _search(self, environment_id: str, term: str) -> ColumnElement[bool]:
+        """The runs of the subscribers whose subscriberId, email or phone is ``term``, or of the transaction ``term``.
+
+        Exact matches (an email also in lower case). The subscribers are
+        looked up first, so that each half of the condition is an index's
+        range (migration 0027), not a scan of the environment's history.
+        """
+        found = await self.session.execute(
+            select(Subscriber.id)
+            .where(
+                Subscriber.environment_id == environment_id,
+                or_(
+                    Subscriber.subscriber_id == term,
+                    Subscriber.email.in_(sorted({term, term.lower()})),
+                    Subscriber.phone == term,
+                ),
+            )
+            .limit(MAX_SEARCH_SUBSCRIBERS)
+        )
+        subscriber_ids = list(found.scalars())
+        by_transaction = Notification.transaction_id == term
+        return or_(by_transaction, Notification.subscriber_id.in_(subscriber_ids)) if subscriber_ids else by_transaction
+
+    def _has_status(self, environment_id: str, status: str, run: Any) -> ColumnElement[bool]:
+        def steps(*statuses: str) -> ColumnElement[bool]:
+            return exists().where(
+                Job.notification_id == run.id,
+                Job.environment_id == environment_id,
+                Job.kind == "step",
+                Job.status.in_(statuses),
+            )
+
+        if status == "failed":
+            return steps("failed")
+        if status == "pending":
+            return and_(not_(steps("failed")), steps(*WAITING_JOB_STATUSES))
+        return not_(steps("failed", *WAITING_JOB_STATUSES))
+
+    async def newest(
+        self, environment_id: str, filters: ActivityFilter, *, older_than: Notification | None, limit: int, scan: int
+    ) -> tuple[list[Notification], str | None]:
+        """Up to ``limit`` matching runs, newest first, older than ``older_than``; and where the next page starts.
+
+        Keyset pages: no count, no offset. The search, the workflow and the
+        time are found through indexes; the conditions on a run's steps
+        (channel, status) are checked on at most ``scan`` runs per page, so a
+        status no run has costs one window, not the environment's history.
+        The next page starts after the last run shown, or, when the window
+        ran out first, after the window's last run; None when nothing is older.
+        """
+        conditions = self._indexed_conditions(environment_id, filters)
+        if filters.search:
+            conditions.append(await self._search(environment_id, filters.search))
+        if older_than is not None:
+            conditions.append(
+                or_(
+                    Notification.created_at < older_than.created_at,
+                    and_(Notification.created_at == older_than.created_at, Notification.id < older_than.id),
+                )
+            )
+        if not (filters.channels or filters.statuses):
+            query = select(Notification).where(*conditions).order_by(*NEWEST_FIRST).limit(limit + 1)
+            rows = list((await self.session.execute(query)).scalars())
+            return rows[:limit], rows[limit - 1].id if len(rows) > limit else None
+        # The window keeps the index's order, so the store reads it only until the page is full.
+        window = aliased(Notification, select(Notification).where(*conditions).order_by(*NEWEST_FIRST).limit(scan).subquery())
+        query = (
+            select(window)
+            .where(*self._scanned_conditions(environment_id, filters, window))
+            .order_by(window.created_at.desc(), window.id.desc())
+            .limit(limit + 1)
+        )
+        rows = list((await self.session.execute(query)).scalars())
+        if len(rows) > limit:
+            return rows[:limit], rows[limit - 1].id
+        last = select(Notification.id).where(*conditions).order_by(*NEWEST_FIRST).offset(scan - 1).limit(1)
+        return rows, (await self.session.execute(last)).scalar_one_or_none()
+
+    async def step_statuses(self, environment_id: str, notification_ids: Sequence[str]) -> dict[str, list[str]]:
+        """Notification id -> the statuses of its steps (only the status column: a page's rows stay light)."""
+        if not notification_ids:
+            return {}
+        result = await self.session.execute(
+            select(Job.notification_id, Job.status).where(
+                Job.environment_id == environment_id,
+                Job.notification_id.in_(list(notification_ids)),
+                Job.kind == "step",
+            )
+        )
+        statuses: dict[str, list[str]] = {}
+        for notification_id, status in result.all():
+            statuses.setdefault(notification_id, []).append(status)
+        return statuses
+
     async def page(
         self, environment_id: str, filters: ActivityFilter, *, offset: int, limit: int
     ) -> tuple[list[Notification], int]:
         """One page of the environment's notifications, newest first, and how many match in all."""
         conditions = self._conditions(environment_id, filters)
+        if filters.search:
+            conditions.append(await self._search(environment_id, filters.search))
         total = (await self.session.execute(select(func.count()).select_from(Notification).where(*conditions))).scalar_one()
         if offset >= total:
             return [], total
@@ -195,3 +326,45 @@ class NotificationRepository:
             .group_by(day, Notification.workflow_id, Notification.channels)
         )
         return [(str(d), workflow_id, channels or [], int(count)) for d, workflow_id, channels, count in (await self.session.execute(query)).all()]
+
+    def _created_day(self) -> Any:
+        """A run's UTC creation day as text ("2026-11-29")."""
+        if self.session.get_bind().dialect.name == "postgresql":
+            return func.to_char(func.timezone("UTC", Notification.created_at), "YYYY-MM-DD")
+        return func.substr(Notification.created_at, 1, 10)
+
+    async def runs_by_day(self, environment_id: str, start: datetime, end: datetime) -> dict[str, dict[str, int]]:
+        """Runs created on each day from ``start`` to before ``end``, by status (RUN_STATUSES), as the feed decides it."""
+        day = self._created_day()
+        window = [
+            Notification.environment_id == environment_id,
+            Notification.created_at >= start,
+            Notification.created_at < end,
+        ]
+        found: dict[str, dict[str, int]] = {}
+        for status in RUN_STATUSES:
+            rows = await self.session.execute(
+                select(day, func.count())
+                .where(*window, self._has_status(environment_id, status, Notification))
+                .group_by(day)
+            )
+            for key, count in rows.all():
+                found.setdefault(str(key), {})[status] = int(count)
+        return found
+
+    async def runs_by_workflow(
+        self, environment_id: str, start: datetime, end: datetime, limit: int
+    ) -> list[tuple[str, int]]:
+        """(workflow _id, runs) from ``start`` to before ``end``, most runs first."""
+        rows = await self.session.execute(
+            select(Notification.workflow_id, func.count())
+            .where(
+                Notification.environment_id == environment_id,
+                Notification.created_at >= start,
+                Notification.created_at < end,
+            )
+            .group_by(Notification.workflow_id)
+            .order_by(func.count().desc(), Notification.workflow_id)
+            .limit(limit)
+        )
+        return [(str(workflow_id), int(count)) for workflow_id, count in rows.all()]

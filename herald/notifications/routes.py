@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from fastapi import APIRouter, Query, Request
 
+from herald.analytics import charts
 from herald.kit.auth import PrincipalDep
 from herald.kit.db import SessionDep
 from herald.kit.errors import ValidationFailed
 from herald.kit.pagination import PageDep, paginated
 from herald.kit.schemas import ERROR_RESPONSES, DataResponse, PaginatedResponse
-from herald.notifications import service
+from herald.notifications import runs, service
 from herald.notifications.repository import ActivityFilter
 from herald.notifications.schemas import (
     ActivityGraphDay,
     ActivityNotification,
     ActivityStats,
     Channel,
+    WorkflowRunDetail,
+    WorkflowRunsPage,
 )
 
 # Values per repeatable filter; more is refused (422), not truncated.
@@ -132,3 +135,76 @@ async def get_notification(
     notificationId: str, session: SessionDep, principal: PrincipalDep
 ) -> DataResponse[ActivityNotification]:
     return DataResponse(data=await service.get_activity(session, principal, notificationId))
+
+
+# -- /v1/activity: what Novu's dashboard reads (runs: herald/notifications/runs.py; charts: herald/analytics) --
+
+activity_router = APIRouter(prefix="/v1/activity", tags=["Activity"], responses=ERROR_RESPONSES)
+RunStatus = Literal["success", "error", "pending"]
+
+
+@activity_router.get("/workflow-runs", response_model=WorkflowRunsPage, summary="List workflow runs")
+async def list_workflow_runs(
+    request: Request,
+    session: SessionDep,
+    principal: PrincipalDep,
+    limit: Annotated[int, Query(ge=1, le=100, description="Runs per page")] = 10,
+    cursor: Annotated[str | None, Query(max_length=64, description="The nextCursor of the page before")] = None,
+    workflowIds: Annotated[list[str] | None, _values("Only runs of these workflows (their _id)")] = None,
+    subscriberIds: Annotated[list[str] | None, _values("Only runs of these subscribers (their subscriberId)")] = None,
+    transactionIds: Annotated[list[str] | None, _values("Only runs of these transactions")] = None,
+    statuses: Annotated[list[RunStatus] | None, _values("Only runs in these statuses")] = None,
+    channels: Annotated[list[Channel] | None, _values("Only runs with a step of one of these channels")] = None,
+    createdGte: Annotated[str | None, Query(description="Only runs created at or after this ISO 8601 date")] = None,
+    createdLte: Annotated[str | None, Query(description="Only runs created at or before this ISO 8601 date")] = None,
+) -> WorkflowRunsPage:
+    """The environment's workflow runs (one workflow for one subscriber), newest first, as the console's Activity.
+
+    Keyset pages: ``nextCursor`` is the ``cursor`` of the next page; a
+    channel or status filter is checked on a bounded window of runs per page,
+    so a page may hold fewer than ``limit`` and still have a next one.
+    """
+    statuses_given = _merged(statuses, _bracketed(request, "statuses", get_args(RunStatus))) or []
+    filters = ActivityFilter(
+        channels=_merged(channels, _bracketed(request, "channels", get_args(Channel))),
+        subscriber_ids=_merged(subscriberIds, _bracketed(request, "subscriberIds")),
+        transaction_ids=_merged(transactionIds, _bracketed(request, "transactionIds")),
+        workflow_ids=_merged(workflowIds, _bracketed(request, "workflowIds")),
+        statuses=[runs.RUN_STATUSES[status] for status in statuses_given] or None,
+        after=service.parse_date("createdGte", createdGte),
+        before=service.parse_date("createdLte", createdLte),
+    )
+    return await runs.workflow_runs(session, principal, filters, cursor=cursor, limit=limit)
+
+
+@activity_router.get(
+    "/workflow-runs/{workflowRunId}", response_model=DataResponse[WorkflowRunDetail], summary="Retrieve a workflow run"
+)
+async def get_workflow_run(
+    workflowRunId: str, session: SessionDep, principal: PrincipalDep
+) -> DataResponse[WorkflowRunDetail]:
+    """One run with its steps and each step's execution details."""
+    return DataResponse(data=await runs.workflow_run(session, principal, workflowRunId))
+
+
+@activity_router.get("/charts", response_model=DataResponse[dict[str, Any]], summary="Retrieve activity charts")
+async def get_charts(
+    request: Request,
+    session: SessionDep,
+    principal: PrincipalDep,
+    reportType: Annotated[list[charts.ReportType] | None, _values("The report types to answer")] = None,
+    createdAtGte: Annotated[str | None, Query(description="Period start, ISO 8601 (default: 7 days before its end)")] = None,
+    createdAtLte: Annotated[str | None, Query(description="Period end, ISO 8601 (default: now)")] = None,
+) -> DataResponse[dict[str, Any]]:
+    """The dashboard's charts, each under its report type; metrics carry ``currentPeriod`` and ``previousPeriod``."""
+    report_types = _merged(reportType, _bracketed(request, "reportType", charts.REPORT_TYPES))
+    if not report_types:
+        raise ValidationFailed.field("reportType", f"reportType must be one or more of {', '.join(charts.REPORT_TYPES)}")
+    data = await charts.charts(
+        session,
+        principal,
+        report_types,
+        service.parse_date("createdAtGte", createdAtGte),
+        service.parse_date("createdAtLte", createdAtLte),
+    )
+    return DataResponse(data=data)

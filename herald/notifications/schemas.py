@@ -140,3 +140,78 @@ class ActivityGraphDay(Schema):
     count: int
     templates: list[str] = Field(description="Ids of the workflows that sent them")
     channels: list[StepType]
+
+
+# -- /v1/activity: the workflow runs Novu's dashboard reads (herald/notifications/runs.py) ----------
+
+
+class WorkflowRunExecutionDetail(Schema):
+    """``StepExecutionDetailDto``."""
+
+    id: str = Field(alias="_id")
+    createdAt: str = optional_field()
+    status: ExecutionDetailStatus
+    detail: str
+    providerId: str = optional_field()
+    raw: str = optional_field()
+
+
+class WorkflowRunStep(Schema):
+    """``StepRunDto``: one step (job) of a run."""
+
+    stepRunId: str
+    stepId: str
+    stepType: str
+    stepName: str
+    providerId: str = optional_field()
+    status: str = Field(description="pending, queued, running, completed, failed, delayed, canceled, merged or skipped")
+    createdAt: str
+    updatedAt: str
+    executionDetails: list[WorkflowRunExecutionDetail]
+    digest: dict[str, Any] = optional_field()
+
+
+class WorkflowRun(Schema):
+    """``WorkflowRunDto``: one run of a workflow for one subscriber (a notification)."""
+
+    id: str
+    workflowRunId: str
+    workflowId: str = Field(description="The workflow's _id")
+    workflowName: str
+    organizationId: str
+    environmentId: str
+    subscriberId: str = Field(description="Herald's internal id of the subscriber")
+    internalSubscriberId: str
+    externalSubscriberId: str = optional_field()
+    status: Literal["success", "error", "pending"]
+    deliveryLifecycleStatus: Literal[
+        "pending", "sent", "errored", "skipped", "canceled", "merged", "delivered", "interacted"
+    ]
+    triggerIdentifier: str
+    transactionId: str
+    channels: list[str]
+    payload: dict[str, Any] = optional_field()
+    topics: list[str] = optional_field()
+    isDigest: bool
+    digestedWorkflowRunId: str = optional_field()
+    createdAt: str
+    updatedAt: str
+    steps: list[WorkflowRunStep] = optional_field()
+
+
+class WorkflowRunDetail(WorkflowRun):
+    """``GetWorkflowRunResponseDto``: a run with its steps, payload and overrides."""
+
+    steps: list[WorkflowRunStep]
+    payload: dict[str, Any]
+    overrides: dict[str, Any] = optional_field()
+
+
+class WorkflowRunsPage(Schema):
+    """``GetWorkflowRunsResponseDto``: newest first, keyset pages (``cursor`` is the ``nextCursor`` given)."""
+
+    data: list[WorkflowRun]
+    nextCursor: str | None = None
+    previousCursor: str | None = None
+    hasMore: bool
+    pageSize: int

@@ -21,8 +21,16 @@ from herald.kit.auth import Principal
 from herald.kit.errors import NotFoundError, ValidationFailed
 from herald.kit.schemas import compact
 from herald.kit.time import isoformat, parse_iso, utcnow
+from herald.messages.repository import MessageRepository
+from herald.messages.schemas import Message as MessageSchema
+from herald.messages.service import to_schema as message_schema
 from herald.models import ExecutionDetail, Job, Notification, Subscriber, Workflow
-from herald.notifications.repository import ActivityFilter, NotificationRepository
+from herald.notifications.repository import (
+    WAITING_JOB_STATUSES,
+    ActivityFilter,
+    NotificationRepository,
+    run_status,
+)
 from herald.notifications.schemas import (
     ActivityExecutionDetail,
     ActivityGraphDay,
@@ -250,6 +258,14 @@ async def list_activity(
     return [_to_schema(notification, related) for notification in notifications], total
 
 
+async def activities_of(
+    repository: NotificationRepository, environment_id: str, notifications: Sequence[Notification]
+) -> list[ActivityNotification]:
+    """The notifications as the activity feed answers them (their jobs, details, subscriber and workflow)."""
+    related = await _related(repository, environment_id, notifications)
+    return [_to_schema(notification, related) for notification in notifications]
+
+
 async def get_activity(session: AsyncSession, principal: Principal, notification_id: str) -> ActivityNotification:
     repository = NotificationRepository(session)
     notification = await repository.get(principal.environment_id, notification_id)
@@ -285,3 +301,166 @@ async def activity_graph(session: AsyncSession, principal: Principal, days: int)
         )
         for day in sorted(counts, reverse=True)
     ]
+
+
+# -- the console's Activity page and a run's page -------------------------------------------------
+
+ACTIVITY_PAGE_SIZE = 50
+# Runs a page of Activity checks at most against a channel or status filter (the rest is found by index).
+ACTIVITY_SCAN = 2_000
+# A run's page shows at most this many of its messages (a run makes one per channel step, a few per chat or push).
+MAX_RUN_MESSAGES = 50
+STEP_LABELS = {
+    "in_app": "In-app",
+    "email": "Email",
+    "sms": "SMS",
+    "chat": "Chat",
+    "push": "Push",
+    "digest": "Digest",
+    "delay": "Delay",
+    "throttle": "Throttle",
+    "custom": "Custom",
+    "http_request": "HTTP request",
+}
+
+
+@dataclass(frozen=True)
+class ActivityRow:
+    """One run as the Activity page lists it."""
+
+    id: str
+    transaction_id: str
+    created_at: datetime
+    workflow_name: str
+    subscriber_id: str
+    subscriber_email: str | None
+    channels: list[str]
+    status: str
+
+
+async def activity_page(
+    session: AsyncSession,
+    principal: Principal,
+    filters: ActivityFilter,
+    *,
+    older_than: str | None = None,
+    limit: int = ACTIVITY_PAGE_SIZE,
+) -> tuple[list[ActivityRow], str | None]:
+    """Up to ``limit`` runs, newest first, older than the run ``older_than``; and the cursor of the next page, if any.
+
+    Keyset pagination: a page costs the same whatever its depth, and there is
+    no count of every match (which would read them all). A channel or status
+    filter is checked on at most :data:`ACTIVITY_SCAN` runs per page, so a
+    page may show fewer than ``limit`` runs and still have older ones after
+    it. An ``older_than`` that is not a run of the environment starts at the newest.
+    """
+    repository = NotificationRepository(session)
+    cursor = await repository.get(principal.environment_id, older_than) if older_than else None
+    notifications, next_cursor = await repository.newest(
+        principal.environment_id, filters, older_than=cursor, limit=limit, scan=ACTIVITY_SCAN
+    )
+    ids = [notification.id for notification in notifications]
+    statuses = await repository.step_statuses(principal.environment_id, ids)
+    subscribers = {s.id: s for s in await repository.subscribers(principal.environment_id, list({n.subscriber_id for n in notifications}))}
+    workflows = {w.id: w for w in await repository.workflows(principal.environment_id, list({n.workflow_id for n in notifications}))}
+    rows = []
+    for notification in notifications:
+        subscriber = subscribers.get(notification.subscriber_id)
+        workflow = workflows.get(notification.workflow_id)
+        rows.append(
+            ActivityRow(
+                id=notification.id,
+                transaction_id=notification.transaction_id,
+                created_at=notification.created_at,
+                workflow_name=workflow.name if workflow is not None else "(deleted workflow)",
+                subscriber_id=subscriber.subscriber_id if subscriber is not None else "(deleted subscriber)",
+                subscriber_email=subscriber.email if subscriber is not None else None,
+                channels=[str(channel) for channel in notification.channels or []],
+                status=run_status(statuses.get(notification.id, [])),
+            )
+        )
+    return rows, next_cursor
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a step did not simply send: ``kind`` is failed, skipped, held, throttled, failed over, not sent,
+    retrying or warning; ``text`` is the engine's own words (its execution details)."""
+
+    step: str
+    kind: str
+    text: str
+
+
+@dataclass
+class RunView:
+    activity: ActivityNotification
+    status: str
+    reasons: list[Reason]
+    # Job id -> the messages that step made.
+    messages: dict[str, list[MessageSchema]]
+
+
+def step_label(job: ActivityJob, position: int) -> str:
+    """"Step 2: Email (Welcome email)": where the step is, its channel, and its name when it has one."""
+    name = job.step.name if job.step.name else None
+    label = f"Step {position}: {STEP_LABELS.get(job.type, job.type)}"
+    return f"{label} ({name})" if name and name.lower() != job.type else label
+
+
+def _last(details: list[ActivityExecutionDetail], *statuses: str) -> ActivityExecutionDetail | None:
+    return next((detail for detail in reversed(details) if detail.status in statuses), None)
+
+
+def explain(job: ActivityJob, step: str) -> list[Reason]:
+    """Why this step skipped, held, throttled, failed over or failed, in the engine's words (none when it simply ran)."""
+    details = job.executionDetails
+    reasons: list[Reason] = []
+    if job.status == "failed":
+        found = _last(details, "Failed")
+        reasons.append(Reason(step, "failed", found.detail if found else "The step failed"))
+    elif job.status == "skipped":
+        found = _last(details, "Warning") or _last(details, "Success")
+        reasons.append(Reason(step, "skipped", found.detail if found else "The step was skipped"))
+    elif job.status == "canceled":
+        found = _last(details, "Warning", "Success", "Failed")
+        text = found.detail if found else "The step was canceled"
+        kind = "throttled" if text.startswith("Throttled") else "not sent"
+        reasons.append(Reason(step, kind, text))
+    elif job.status in WAITING_JOB_STATUSES:
+        found = _last(details, "Pending")
+        if found is not None and found.detail.startswith("Held by"):
+            reasons.append(Reason(step, "held", found.detail))
+        elif found is not None and found.detail.startswith("Will retry"):
+            failure = _last(details, "Failed")
+            reasons.append(Reason(step, "retrying", f"{failure.detail}; {found.detail}" if failure else found.detail))
+    elif job.status == "completed":
+        sent = _last(details, "Success")
+        if sent is not None and "(failover)" in sent.detail:
+            before = [d.detail for d in details if d.status in ("Failed", "Warning") and d.createdAt <= sent.createdAt]
+            reasons.append(Reason(step, "failed over", "; ".join([*before, sent.detail])))
+        else:
+            reasons.extend(Reason(step, "warning", d.detail) for d in details if d.status == "Warning")
+    return reasons
+
+
+async def run_view(session: AsyncSession, principal: Principal, notification_id: str) -> RunView:
+    """A run with its steps, the messages they made, and why any step did not simply send."""
+    activity = await get_activity(session, principal, notification_id)
+    rows = await MessageRepository(session).of_notification(
+        principal.environment_id, activity.transactionId, activity.id, limit=MAX_RUN_MESSAGES
+    )
+    messages: dict[str, list[MessageSchema]] = defaultdict(list)
+    for row in rows:
+        messages[row.job_id or ""].append(message_schema(row))
+    reasons = [
+        reason
+        for position, job in enumerate(activity.jobs, start=1)
+        for reason in explain(job, step_label(job, position))
+    ]
+    return RunView(
+        activity=activity,
+        status=run_status([job.status for job in activity.jobs]),
+        reasons=reasons,
+        messages=dict(messages),
+    )

@@ -34,6 +34,16 @@ class OrganizationRepository:
         )
         return result.scalar_one_or_none()
 
+    async def list_keys(self, organization_id: str) -> list[tuple[ApiKey, str]]:
+        """The organization's keys, revoked ones included, each with its environment's name; oldest first."""
+        result = await self.session.execute(
+            select(ApiKey, Environment.name)
+            .join(Environment, Environment.id == ApiKey.environment_id)
+            .where(ApiKey.organization_id == organization_id)
+            .order_by(Environment.created_at, ApiKey.created_at)
+        )
+        return [(key, name) for key, name in result.all()]
+
     async def find_active_key(self, key_hash: str) -> ApiKey | None:
         result = await self.session.execute(
             select(ApiKey).where(ApiKey.key_hash == key_hash, ApiKey.revoked_at.is_(None))
@@ -91,3 +101,28 @@ class OrganizationRepository:
 
     def add(self, *rows: object) -> None:
         self.session.add_all(rows)
+
+    async def active_keys(self, environment_id: str) -> list[ApiKey]:
+        """The environment's keys that work, oldest first."""
+        result = await self.session.execute(
+            select(ApiKey)
+            .where(ApiKey.environment_id == environment_id, ApiKey.revoked_at.is_(None))
+            .order_by(ApiKey.created_at, ApiKey.id)
+        )
+        return list(result.scalars())
+
+    async def active_key(self, environment_id: str, key_id: str) -> ApiKey | None:
+        result = await self.session.execute(
+            select(ApiKey).where(
+                ApiKey.environment_id == environment_id, ApiKey.id == key_id, ApiKey.revoked_at.is_(None)
+            )
+        )
+        return result.scalar_one_or_none()
+
+    async def revoke_environment_keys(self, environment_id: str) -> int:
+        result = await self.session.execute(
+            update(ApiKey)
+            .where(ApiKey.environment_id == environment_id, ApiKey.revoked_at.is_(None))
+            .values(revoked_at=utcnow())
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]

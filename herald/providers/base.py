@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -68,6 +70,42 @@ class SendResult:
     # Per-recipient errors when a send to several device tokens partly succeeded;
     # a send where every recipient failed raises ProviderError instead.
     failures: list[str] = field(default_factory=list)
+    # The provider had this send already, under its idempotency key (a retry of a
+    # send whose answer was lost): it took the message once, and did not send it again.
+    deduplicated: bool = False
+
+
+@dataclass(frozen=True)
+class SendIdentity:
+    """Which message a send is: the same on every attempt of it, so that a provider can tell a retry from a new message.
+
+    ``message`` is the step's job (one message of one workflow step for one
+    subscriber); ``delivery`` the delivery of it (an integration, or a
+    subscriber's channel entry: chat and push send to each). A worker that died
+    after the provider took the message, and before that was stored, is
+    followed by another that sends it again: with the same identity, a provider
+    that takes an idempotency key takes it once (docs/delivery.md).
+    """
+
+    message: str
+    delivery: str
+
+    @property
+    def idempotency_key(self) -> str:
+        """A UUID made from the message and the delivery (OneSignal and Brevo take only UUIDs; Resend any string)."""
+        digest = hashlib.sha256(f"herald idempotency key\0{self.message}\0{self.delivery}".encode()).digest()
+        return str(uuid.UUID(bytes=digest[:16], version=4))
+
+    def message_id(self, domain: str) -> str:
+        """An email's Message-ID: the same for every send of the message, whichever integration sends it."""
+        digest = hashlib.sha256(f"herald message id\0{self.message}".encode()).hexdigest()[:32]
+        return f"<{digest}@{domain or 'herald.invalid'}>"
+
+
+# Called by a provider that cannot be asked later whether it took a message (SMTP) before its send
+# begins: the engine records the attempt there (steps/delivery.py). Whatever it raises stops the
+# send (the job was taken over, or the store cannot be written).
+BeforeHandover = Callable[[], Awaitable[None]]
 
 
 class ProviderError(Exception):
@@ -83,6 +121,9 @@ class ProviderError(Exception):
         self.message = message
         self.transient = transient
         self.status_code = status_code
+        # The provider may have taken the message all the same: an SMTP connection lost after its data,
+        # before the server's reply. A retry may deliver a second copy.
+        self.maybe_taken = False
 
     def __repr__(self) -> str:
         return f"ProviderError({self.message!r}, transient={self.transient}, status_code={self.status_code})"
@@ -98,14 +139,36 @@ class Provider(ABC, Generic[MessageT]):
     # The credentials it cannot send without (what ``send`` takes with ``require``):
     # an active integration of the provider must have them (herald.integrations.service).
     required_credentials: ClassVar[tuple[str, ...]] = ()
+    # The credentials it reads when given (a port, a regional ``baseUrl``); with the channel's
+    # own and the required ones, what a form for the provider asks for (:meth:`declared_credentials`).
+    optional_credentials: ClassVar[tuple[str, ...]] = ()
+    channel_credentials: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
-        self, credentials: Mapping[str, Any], http: httpx.AsyncClient, *, integration_id: str | None = None
+        self,
+        credentials: Mapping[str, Any],
+        http: httpx.AsyncClient,
+        *,
+        integration_id: str | None = None,
+        identity: SendIdentity | None = None,
+        before_handover: BeforeHandover | None = None,
     ) -> None:
         self.credentials: dict[str, Any] = dict(credentials)
         self.http = http
         # The integration sending: what a provider keeps between sends (SMTP connections) is kept per integration.
         self.integration_id = integration_id
+        # Which message this is (its idempotency key, its Message-ID); None outside the engine.
+        self.identity = identity
+        self.before_handover = before_handover
+
+    @classmethod
+    def declared_credentials(cls) -> tuple[str, ...]:
+        """Every credential the provider reads, the required ones first, each once (the API's names)."""
+        return tuple(dict.fromkeys(cls.required_credentials + cls.channel_credentials + cls.optional_credentials))
+
+    @property
+    def idempotency_key(self) -> str | None:
+        return self.identity.idempotency_key if self.identity is not None else None
 
     @abstractmethod
     async def send(self, message: MessageT) -> SendResult: ...
@@ -144,6 +207,7 @@ class Provider(ABC, Generic[MessageT]):
 
 class EmailProvider(Provider[EmailMessage]):
     channel: ClassVar[str] = "email"
+    channel_credentials: ClassVar[tuple[str, ...]] = ("from", "senderName")
 
     def sender(self, message: EmailMessage) -> tuple[str, str | None]:
         """The from address and display name: the message's, else the integration's."""
@@ -157,6 +221,7 @@ class EmailProvider(Provider[EmailMessage]):
 
 class SmsProvider(Provider[SmsMessage]):
     channel: ClassVar[str] = "sms"
+    channel_credentials: ClassVar[tuple[str, ...]] = ("from",)
 
     def check_recipient(self, message: SmsMessage) -> None:
         if not message.to or not message.to.strip():
@@ -171,6 +236,7 @@ class SmsProvider(Provider[SmsMessage]):
 
 class ChatProvider(Provider[ChatMessage]):
     channel: ClassVar[str] = "chat"
+    channel_credentials: ClassVar[tuple[str, ...]] = ("webhookUrl",)
 
     def webhook_url(self, message: ChatMessage) -> str:
         url = message.webhook_url or self.credential("webhookUrl")

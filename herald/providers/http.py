@@ -7,13 +7,14 @@ import ssl
 from typing import Any
 
 import aiohttp
+import httpcore
 import httpx
 
 from herald import __version__
 from herald.kit.crypto import mask_secret
 from herald.kit.outbound import GuardedAsyncBackend, OutboundPolicy, OutboundRefused
+from herald.providers.answers import read_streamed
 from herald.providers.base import ProviderError
-from herald.providers.connection_pool import connection_pool_class
 from herald.providers.email.smtp_pool import SmtpPool
 from herald.providers.http1 import Http1Client, build_request
 
@@ -71,10 +72,12 @@ class OutboundClient(httpx.AsyncClient):
 class OutboundTransport(httpx.AsyncHTTPTransport):
     """httpx's transport over a connection pool whose network backend applies the outbound policy.
 
-    httpx's transport takes no network backend, so its pool is built again
-    here with the same TLS context, HTTP versions and limits, and a
-    :class:`GuardedAsyncBackend`; the pool's bookkeeping is linear in its
-    connections (providers/connection_pool.py).
+    httpx's transport takes no network backend, so its pool (httpcore's own)
+    is built again here with the same TLS context, HTTP versions and limits,
+    and a :class:`GuardedAsyncBackend`. It carries HTTP/2 (APNs) and the
+    few HTTP/1.1 requests not sent through aiohttp (providers/http1.py): one
+    connection an origin, where a pool of Herald's own, linear in its
+    connections, measured no gain (docs/performance.md, overrides).
     """
 
     def __init__(
@@ -88,7 +91,7 @@ class OutboundTransport(httpx.AsyncHTTPTransport):
         limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20)  # httpx's default
         super().__init__(verify=verify, http2=http2, limits=limits, trust_env=False)
         self.policy = policy
-        self._pool = connection_pool_class()(
+        self._pool = httpcore.AsyncConnectionPool(
             # SSL_CERT_FILE / SSL_CERT_DIR are still honoured, as httpx does by default.
             ssl_context=httpx.create_ssl_context(verify=verify, trust_env=True),
             max_connections=limits.max_connections,
@@ -162,7 +165,8 @@ async def send_raw(
         async with asyncio.timeout(deadline):
             if isinstance(http, OutboundClient):
                 return await _exchange(http, method, url, http2=http2, **kwargs)
-            return await http.request(method, url, **kwargs)
+            async with http.stream(method, url, **kwargs) as response:
+                return await read_streamed(response)
     except (TimeoutError, httpx.TimeoutException) as exc:
         raise ProviderError(
             f"{provider_id}: no answer from {_origin(url)} within {deadline:g} s ({type(exc).__name__})",
@@ -193,7 +197,8 @@ async def _exchange(
     which must not travel from one provider's answer to another's request.
     The request is built as the client builds it (its base headers), a Basic
     ``auth`` pair is applied by httpx's own BasicAuth, and the body is read
-    before returning, as ``request`` does.
+    before returning, as ``request`` does, at most MAX_ANSWER_BYTES of it
+    (providers/answers.py).
     """
     request = build_request(http, method, url, **kwargs)
     if auth is not None:
@@ -202,11 +207,7 @@ async def _exchange(
         return await http.http1.send(request)
     response = await http.outbound_transport.handle_async_request(request)
     response.request = request
-    try:
-        await response.aread()
-    finally:
-        await response.aclose()
-    return response
+    return await read_streamed(response)
 
 
 def refused_error(provider_id: str, refused: OutboundRefused) -> ProviderError:

@@ -44,6 +44,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from herald.kit.outbound import OutboundPolicy
+from herald.providers.answers import MAX_ANSWER_BYTES, bounded_answer
 
 # httpx's transport keeps this many connections at most, and an idle one this long.
 MAX_CONNECTIONS = 100
@@ -153,7 +154,7 @@ class Http1Client:
         return self._session
 
     async def send(self, request: httpx.Request) -> httpx.Response:
-        """Send ``request`` and read its whole answer; aiohttp's errors and OutboundRefused pass to the caller."""
+        """Send ``request`` and read its answer, at most MAX_ANSWER_BYTES (providers/answers.py); aiohttp's errors and OutboundRefused pass to the caller."""
         url = request.url
         if url.scheme not in ("http", "https"):
             raise httpx.UnsupportedProtocol(f"the URL's scheme must be http or https, not {url.scheme!r}")
@@ -176,11 +177,15 @@ class Http1Client:
             data=request.read() or None,
             allow_redirects=False,
         ) as answer:
-            body = await answer.read()
-            return httpx.Response(
+            body, cut = await _read_bounded(answer)
+            if cut:
+                # Not handed back to the pool half read: closed, so the server stops writing to it.
+                answer.close()
+            return bounded_answer(
                 answer.status,
-                headers=answer.raw_headers,
-                content=body,
+                answer.raw_headers,
+                body,
+                cut=cut,
                 request=request,
                 extensions={"http_version": b"HTTP/1.1", "reason_phrase": (answer.reason or "").encode("latin-1", "replace")},
             )
@@ -189,6 +194,24 @@ class Http1Client:
         session, self._session = self._session, None
         if session is not None and not session.closed and self._loop is asyncio.get_running_loop():
             await session.close()
+
+
+async def _read_bounded(answer: aiohttp.ClientResponse) -> tuple[bytes, bool]:
+    """The answer's first MAX_ANSWER_BYTES as sent, and whether there was more.
+
+    An answer that states a length within the limit (nearly every provider's)
+    is read in one call, as before.
+    """
+    length = answer.content_length
+    if length is not None and length <= MAX_ANSWER_BYTES:
+        return await answer.read(), False
+    body = bytearray()
+    while len(body) <= MAX_ANSWER_BYTES:
+        chunk = await answer.content.read(MAX_ANSWER_BYTES + 1 - len(body))
+        if not chunk:
+            return bytes(body), False
+        body += chunk
+    return bytes(body[:MAX_ANSWER_BYTES]), True
 
 
 def build_request(http: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Request:

@@ -11,6 +11,12 @@ A request whose signature is missing or wrong raises :class:`SignatureRefused`
 before anything of it is trusted; a body that is not the provider's format
 raises :class:`~herald.kit.errors.BadRequestError`.
 
+Most providers sign the body, so a captured request replayed can only bring
+events Herald recorded already (and records once, below). A signature that
+does not cover the body (Mailgun's: a timestamp and a random token) would carry
+any body until its timestamp is out of the tolerance, so its reader spends the
+token (:func:`spend_once`) and a second request with it is refused.
+
 Providers deliver at least once, so every event a reader gives carries its
 identity, :func:`event_key`: the provider's own id of the event where it has
 one, else a digest of what the event says (the message, the status, the
@@ -24,6 +30,7 @@ import base64
 import hashlib
 import hmac
 import json
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -78,13 +85,18 @@ class InboundRequest:
             raise BadRequestError("The body must be the provider's form-encoded callback") from None
 
 
+# Spends a signature's token (a digest, kept until the given time); False when it was spent already.
+SpendToken = Callable[[str, datetime], Awaitable[bool]]
+
+
 @dataclass(frozen=True)
 class InboundIntegration:
-    """What a reader needs of the integration: its id, credentials (opened) and configurations."""
+    """What a reader needs of the integration: its credentials and configurations (opened), and where tokens are spent."""
 
     provider_id: str
     credentials: Mapping[str, Any]
     configurations: Mapping[str, Any] = field(default_factory=dict)
+    spend_token: SpendToken | None = None
 
     def credential(self, name: str) -> str | None:
         value = self.credentials.get(name)
@@ -107,13 +119,32 @@ def check_timestamp(value: str | None, *, name: str, now: float | None = None) -
         seconds = float(value) if value is not None else None
     except ValueError:
         seconds = None
-    if seconds is None:
+    if seconds is None or not math.isfinite(seconds):
         raise SignatureRefused(f"{name} is missing or is not a number of seconds")
     current = time.time() if now is None else now
     if abs(current - seconds) > TIMESTAMP_TOLERANCE_SECONDS:
         raise SignatureRefused(
             f"{name} is more than {TIMESTAMP_TOLERANCE_SECONDS} seconds from now: a replayed or delayed "
             "request is refused"
+        )
+
+
+async def spend_once(integration: InboundIntegration, signing_key: str, token: str, timestamp: str, *, name: str) -> None:
+    """Refuse a signature's ``token`` already spent; else spend it until ``timestamp`` is out of the tolerance.
+
+    For a signature that does not cover the body, once it has been checked
+    (and ``timestamp`` with :func:`check_timestamp`). The token is kept as an
+    HMAC keyed by the signing key: one width whatever the provider sends, and
+    a token spent under a key is spent for every integration holding that key.
+    """
+    if integration.spend_token is None:
+        raise RuntimeError("a signature with a single-use token is read without a store to spend it in")
+    digest = hmac_digest(signing_key.encode(), b"single-use token:" + token.encode(), "sha256").hex()
+    expires_at = datetime.fromtimestamp(float(timestamp) + TIMESTAMP_TOLERANCE_SECONDS, tz=UTC)
+    if not await integration.spend_token(digest, expires_at):
+        raise SignatureRefused(
+            f"{name} was used already: a signature that does not cover the body is taken once, and a "
+            "replayed request is refused"
         )
 
 

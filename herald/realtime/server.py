@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import socketio
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from starlette.types import Receive, Scope, Send
 
@@ -40,6 +41,7 @@ from herald.kit.auth import verify_subscriber_token
 from herald.kit.db import listen_until, session_scope
 from herald.kit.errors import UnauthorizedError
 from herald.kit.ids import short_id
+from herald.kit.metrics import sockets_connected
 from herald.realtime import service, websocket
 from herald.realtime.eio import create_server
 from herald.realtime.signals import CHANNEL, RECEIVED, Change
@@ -47,6 +49,8 @@ from herald.realtime.signals import CHANNEL, RECEIVED, Change
 logger = logging.getLogger("herald.realtime")
 
 PATH = "/socket.io/"
+# A socket that has not joined the namespace (sent a token that verifies) this long after it opened is closed.
+NAMESPACE_SECONDS = 10.0
 
 
 def uvicorn_websocket_options() -> dict[str, Any]:
@@ -73,6 +77,13 @@ def _release(waiting: dict[str, list[asyncio.Future[None]]]) -> None:
                 future.set_result(None)
 
 
+def reads_at_once(sessionmaker: async_sessionmaker[AsyncSession]) -> int:
+    """How many reads of what to send run at a time: half the engine's pool (at least one), so the process's
+    requests keep connections of their own while a burst of changes is sent."""
+    size = getattr(getattr(sessionmaker.kw.get("bind"), "pool", None), "size", None)
+    return max(1, size() // 2) if callable(size) else 1
+
+
 def subscriber_of(room: str) -> tuple[str, str]:
     """The room's environment and subscriber (internal) ids: ObjectIds, which hold no colon."""
     environment_id, _, subscriber_id = room.partition(":")
@@ -88,6 +99,9 @@ class Realtime:
         secret_key: str,
         database_url: str,
         heartbeat_seconds: float = 10.0,
+        cors_origins: Sequence[str] = ("*",),
+        namespace_seconds: float = NAMESPACE_SECONDS,
+        read_limit: int | None = None,
     ) -> None:
         self.sessionmaker = sessionmaker
         self.secret_key = secret_key
@@ -96,11 +110,14 @@ class Realtime:
         self.process_id = f"{socket.gethostname()}:{os.getpid()}:{short_id(6)}"
         self.heartbeat_seconds = heartbeat_seconds
         self.ttl = service.process_ttl(heartbeat_seconds)
+        self.namespace_seconds = namespace_seconds
         self.server = create_server(
             async_mode="asgi",
             transports=["websocket"],
-            # The token, not the origin, says who may connect (as the inbox routes' CORS).
-            cors_allowed_origins="*",
+            # The origins HERALD_CORS_ORIGINS names, as the inbox routes: a browser page of another
+            # origin is refused at the handshake. The token says who connects, never a cookie.
+            cors_allowed_origins="*" if "*" in cors_origins else list(cors_origins),
+            cors_credentials=False,
             logger=False,
             engineio_logger=False,
         )
@@ -109,17 +126,28 @@ class Realtime:
         self.handle_request = self.server.eio.handle_request
         self.server.on("connect", self._connect)
         self.server.on("disconnect", self._disconnect)
+        # engine.io's connect, which socket.io handles first: a socket that joins no namespace is closed.
+        self.server.eio.on("connect", self._engine_connect)
         # Sockets held here, per room; and each socket's room (the room names the subscriber: no
         # principal is kept a socket).
         self.sockets: dict[str, int] = {}
         self._rooms: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        # Changes waiting for their room's sender (deliver); the reads they make, at most this many at a time.
+        self._pending: dict[str, list[Change]] = {}
+        self._reads = asyncio.Semaphore(read_limit or reads_at_once(sessionmaker))
         # Rooms this process has written as held in the store; rooms whose sockets changed since, waiting
         # for the presence writer (one write at a time, so a room's writes go in the order they happened).
         self._recorded: set[str] = set()
         self._changed: dict[str, list[asyncio.Future[None]]] = {}
         self._presence_writer: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
+        # On SQLite this process is the only one serving the file (one ``herald serve`` a file), so while it
+        # holds no socket its heartbeat has nobody to tell that it is alive and nothing of its own to keep: it
+        # skips the write (an idle server's largest wake-up, docs/performance.md#idle) and is "dormant"; the
+        # first subscriber it holds again writes its row back, announced, in the same transaction.
+        self._beats_only_while_holding = database_url.startswith("sqlite")
+        self._dormant = False
         self._stop_heartbeat = asyncio.Event()
         self._failing = False
 
@@ -138,14 +166,32 @@ class Realtime:
             raise socketio.exceptions.ConnectionRefusedError(exc.message) from None
         room = room_of(principal.environment_id, principal.subscriber_id)
         self._rooms[sid] = room
+        sockets_connected.inc()
         self.sockets[room] = self.sockets.get(room, 0) + 1
         await self.server.enter_room(sid, room)
         await self._record(room)
+
+    async def _engine_connect(self, eio_sid: str, environ: Any) -> None:
+        await self.server._handle_eio_connect(eio_sid, environ)
+        asyncio.get_running_loop().call_later(self.namespace_seconds, self._close_without_namespace, eio_sid)
+
+    def _close_without_namespace(self, eio_sid: str) -> None:
+        """Close an engine.io socket that has not joined the namespace (no token, a refused one, or silence).
+
+        socket.io keeps such a socket open, pinged, for as long as its client
+        answers the pings: it would hold a connection and its memory for nothing.
+        """
+        if eio_sid not in self.server.eio.sockets or self.server.manager.sid_from_eio_sid(eio_sid, "/") is not None:
+            return
+        task = asyncio.get_running_loop().create_task(self.server.eio.disconnect(eio_sid))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _disconnect(self, sid: str, *_reason: Any) -> None:
         room = self._rooms.pop(sid, None)
         if room is None:
             return
+        sockets_connected.dec()
         left = self.sockets.get(room, 0) - 1
         if left > 0:
             self.sockets[room] = left
@@ -198,6 +244,9 @@ class Realtime:
         try:
             if held or released:
                 async for session in session_scope(self.sessionmaker):
+                    if held and self._dormant:
+                        # Its row may have expired (or been swept) while it skipped its heartbeats.
+                        await service.register_process(session, self.process_id, self.ttl)
                     for environment_id, subscriber_ids in sorted(held.items()):
                         await service.hold_many(session, self.process_id, self.ttl, environment_id, subscriber_ids)
                     for environment_id, subscriber_ids in sorted(released.items()):
@@ -210,6 +259,8 @@ class Realtime:
                 exc_info=True,
             )
         else:
+            if held:
+                self._dormant = False
             for environment_id, subscriber_ids in held.items():
                 self._recorded.update(room_of(environment_id, subscriber_id) for subscriber_id in subscriber_ids)
             for environment_id, subscriber_ids in released.items():
@@ -237,6 +288,9 @@ class Realtime:
             await self.beat()
 
     async def beat(self) -> None:
+        if self._beats_only_while_holding and not self._recorded and not any(self.sockets.values()):
+            self._dormant = True
+            return
         try:
             async for session in session_scope(self.sessionmaker):
                 alive = await service.heartbeat(session, self.process_id, self.ttl)
@@ -263,26 +317,57 @@ class Realtime:
     # -- changes --------------------------------------------------------------------------------
 
     def deliver(self, changes: Sequence[Change]) -> None:
-        """Send what ``changes`` mean to the sockets held here (from a commit hook or a NOTIFY: never blocks)."""
+        """Send what ``changes`` mean to the sockets held here (from a commit hook or a NOTIFY: never blocks).
+
+        One sender a room: a change of a room whose sender is already at work
+        joins what it sends next, so a burst of a subscriber's changes is one
+        read of the counts, not one each (every new message still gets its own
+        ``notification_received``).
+        """
         for change in changes:
-            if not self.sockets.get(room_of(change.environment_id, change.subscriber_id)):
+            room = room_of(change.environment_id, change.subscriber_id)
+            if not self.sockets.get(room):
                 continue
-            task = asyncio.get_running_loop().create_task(self._send(change))
+            pending = self._pending.get(room)
+            if pending is not None:
+                pending.append(change)
+                continue
+            self._pending[room] = [change]
+            task = asyncio.get_running_loop().create_task(self._send(room))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _send(self, change: Change) -> None:
-        room = room_of(change.environment_id, change.subscriber_id)
-        message_id = change.message_id if change.kind == RECEIVED else None
+    async def _send(self, room: str) -> None:
+        """Send the room's pending changes until none are left (the room stays in ``_pending`` until then)."""
         try:
-            async with self.sessionmaker() as session:
-                received, unseen, unread = await service.payloads(session, change.environment_id, change.subscriber_id, message_id)
-                await session.rollback()
-        except Exception:
-            logger.warning("could not read what to send subscriber %s", change.subscriber_id, exc_info=True)
-            return
-        if received is not None:
-            await self.server.emit("notification_received", received, room=room)
+            while changes := self._pending.get(room):
+                self._pending[room] = []
+                await self._send_changes(room, changes)
+        finally:
+            self._pending.pop(room, None)
+
+    async def _send_changes(self, room: str, changes: Sequence[Change]) -> None:
+        environment_id, subscriber_id = subscriber_of(room)
+        message_ids = list(dict.fromkeys(c.message_id for c in changes if c.kind == RECEIVED and c.message_id))
+        while True:
+            if not self.sockets.get(room):
+                return  # its sockets closed while it waited: nobody here to tell
+            try:
+                # At most ``read_limit`` reads at a time: a burst of thousands of rooms (a worker taking up a
+                # backlog) waits here, without a timeout, instead of past the pool's and losing its events.
+                async with self._reads, self.sessionmaker() as session:
+                    received, unseen, unread = await service.payloads(session, environment_id, subscriber_id, message_ids)
+                    await session.rollback()
+            except PoolTimeoutError:
+                # The pool stayed busy past its timeout (the process's requests hold it): wait again.
+                logger.info("the pool was busy reading what to send subscriber %s; waiting again", subscriber_id)
+                continue
+            except Exception:
+                logger.warning("could not read what to send subscriber %s", subscriber_id, exc_info=True)
+                return
+            break
+        for body in received:
+            await self.server.emit("notification_received", body, room=room)
         await self.server.emit("unseen_count_changed", unseen, room=room)
         await self.server.emit("unread_count_changed", unread, room=room)
 

@@ -25,16 +25,17 @@ from herald.realtime import repository
 
 
 async def payloads(
-    session: AsyncSession, environment_id: str, subscriber_id: str, message_id: str | None
-) -> tuple[dict[str, Any] | None, dict[str, Any], dict[str, Any]]:
-    """What a change sends: ``notification_received``'s ``{message}`` (None without a message, or when it is gone),
-    ``unseen_count_changed``'s and ``unread_count_changed``'s bodies. Two statements at most."""
+    session: AsyncSession, environment_id: str, subscriber_id: str, message_ids: Sequence[str]
+) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """What a subscriber's changes send: one ``notification_received`` body (``{message}``) per message of
+    ``message_ids`` still there, in their order, then ``unseen_count_changed``'s and ``unread_count_changed``'s
+    bodies, read once for all of them (the counts only need the latest). One statement a message, one for the counts."""
     now = utcnow()
-    received = None
-    if message_id is not None:
+    received = []
+    for message_id in message_ids:
         found = await repository.message(session, environment_id, subscriber_id, message_id)
         if found is not None:
-            received = {"message": novu_message(NotificationView(found[0], found[1], found[2], now))}
+            received.append({"message": novu_message(NotificationView(found[0], found[1], found[2], now))})
     severity, unseen = await repository.counts(session, environment_id, subscriber_id, now)
     total = sum(severity.values())
     return (

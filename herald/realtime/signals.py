@@ -14,11 +14,21 @@ commits:
 A payload is four short ids, far below PostgreSQL's 8,000-byte limit; the
 process holding the sockets reads what it sends (the message, the counts)
 itself, and only when it holds a socket of that subscriber.
+
+A second kind of signal feeds the console's live pages (herald/console/sse.py):
+"the activity of environment E changed" (:func:`announce_activity`), announced
+where notifications and the execution details of job outcomes are stored
+(herald.engine.repository), coalesced to one per environment per
+transaction: ``NOTIFY herald_activity`` with the environment's id on
+PostgreSQL (one statement per transaction, whatever the number of rows, and
+none more for an environment already announced in it), a note on the
+session on SQLite (:func:`deliver_activity_on_commit`). The listeners read the
+fresh rows themselves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -34,6 +44,10 @@ RECEIVED = "received"
 COUNTS = "counts"
 
 _NOTES = "realtime_changes"
+ACTIVITY_CHANNEL = "herald_activity"
+_ACTIVITY_NOTES = "activity_changes"
+# On PostgreSQL: (the transaction, the environments it announced), so a transaction announces each once.
+_ACTIVITY_ANNOUNCED = "activity_announced"
 
 _NOTIFY = text(f"SELECT pg_notify('{CHANNEL}', payload) FROM unnest(CAST(:payloads AS text[])) AS payload").bindparams(
     bindparam("payloads", type_=ARRAY(String()))
@@ -85,6 +99,43 @@ def deliver_on_commit(deliver: Callable[[Sequence[Change]], None]) -> Callable[[
     return hand_over
 
 
+_NOTIFY_ACTIVITY = text(
+    f"SELECT pg_notify('{ACTIVITY_CHANNEL}', payload) FROM unnest(CAST(:payloads AS text[])) AS payload"
+).bindparams(bindparam("payloads", type_=ARRAY(String())))
+
+
+async def announce_activity(session: AsyncSession, environment_ids: Iterable[str]) -> None:
+    """Tell the console's live pages that these environments' activity changed, once the transaction commits."""
+    # The transaction begins here if it has not yet (the callers have written in it already): its
+    # commit or rollback is what delivers or forgets the announcement, and on PostgreSQL it is told apart.
+    await session.connection()
+    if session.get_bind().dialect.name != "postgresql":
+        session.info.setdefault(_ACTIVITY_NOTES, set()).update(environment_ids)
+        return
+    transaction = session.sync_session.get_transaction()
+    announced = session.info.get(_ACTIVITY_ANNOUNCED)
+    if announced is None or announced[0] is not transaction:
+        announced = (transaction, set())
+        session.info[_ACTIVITY_ANNOUNCED] = announced
+    fresh = set(environment_ids) - announced[1]
+    if not fresh:
+        return
+    announced[1].update(fresh)
+    await session.execute(_NOTIFY_ACTIVITY, {"payloads": sorted(fresh)})
+
+
+def deliver_activity_on_commit(deliver: Callable[[set[str]], None]) -> Callable[[Session], None]:
+    """An ``after_commit`` hook: hand the environments whose activity the session changed to ``deliver`` (SQLite)."""
+
+    def hand_over(session: Session) -> None:
+        environments = session.info.pop(_ACTIVITY_NOTES, None)
+        if environments:
+            deliver(environments)
+
+    return hand_over
+
+
 def forget_on_rollback(session: Session) -> None:
     """Changes of a transaction that rolled back never happened."""
     session.info.pop(_NOTES, None)
+    session.info.pop(_ACTIVITY_NOTES, None)

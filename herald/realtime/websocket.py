@@ -22,12 +22,10 @@ this is checked against them.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Iterator
-from importlib.metadata import version
 from typing import Any
 
-logger = logging.getLogger("herald.realtime")
+from herald.kit.pinned import is_pinned
 
 PINNED = {"uvicorn": "0.54.0", "wsproto": "1.3.2"}
 
@@ -146,13 +144,10 @@ def _lean_protocol() -> type[asyncio.Protocol]:
 
 def protocol() -> type[asyncio.Protocol] | str:
     """What ``herald serve`` gives uvicorn as ``ws``: the lean protocol if uvicorn is the pinned version, else ``"wsproto"``."""
-    installed = {name: version(name) for name in PINNED}
-    if installed != PINNED:
-        logger.warning(
-            "herald.realtime.websocket was written for %s but %s is installed: serving the Inbox socket "
-            "with uvicorn's own wsproto protocol (more memory a socket) until it is checked",
-            PINNED,
-            installed,
-        )
+    if not is_pinned(
+        PINNED,
+        "herald.realtime.websocket",
+        "serving the Inbox socket with uvicorn's own wsproto protocol (more memory a socket)",
+    ):
         return "wsproto"
     return _lean_protocol()

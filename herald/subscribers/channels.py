@@ -169,3 +169,28 @@ def merge_requested_channels(
         except TooManyDeviceTokens as exc:
             left_out.append(f"{provider_id}: {exc}")
     return channels, left_out
+
+
+def channels_as_set(channels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The channel list as the console shows it: a secret is only ``"set"``, device tokens are counted.
+
+    ``[{providerId, integrationIdentifier, credentials: {name: shown}}]``; nothing of a secret's value.
+    """
+    shown = []
+    for entry in channels:
+        credentials: dict[str, str] = {}
+        for key, value in (entry.get("credentials") or {}).items():
+            if is_secret(key, value):
+                credentials[key] = "set"
+            elif key == "deviceTokens" and isinstance(value, list):
+                credentials[key] = f"{len(value)} device token{'' if len(value) == 1 else 's'}"
+            else:
+                credentials[key] = str(value)[:300]
+        shown.append(
+            {
+                "providerId": entry.get("providerId"),
+                "integrationIdentifier": entry.get("integrationIdentifier"),
+                "credentials": credentials,
+            }
+        )
+    return shown

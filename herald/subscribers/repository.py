@@ -4,12 +4,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, delete, func, literal, or_, select
+from sqlalchemy import ColumnElement, and_, bindparam, delete, func, literal_column, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import defer
 
 from herald.kit.bulk import insert_rows
 from herald.kit.db import each_of
-from herald.models import Integration, Message, Subscriber, SubscriberPreference, TopicSubscriber
+from herald.kit.time import utcnow
+from herald.models import Integration, Message, Subscriber, SubscriberImport, SubscriberPreference, TopicSubscriber
 
 # Each column of the subscribers table with the attribute that maps it.
 _COLUMNS = tuple((prop.key, prop.columns[0].name) for prop in Subscriber.__mapper__.column_attrs)
@@ -24,6 +26,14 @@ _BY_SUBSCRIBER_ID = select(Subscriber).where(
     Subscriber.environment_id == bindparam("environment_id"), Subscriber.subscriber_id == bindparam("subscriber_id")
 )
 
+
+# The columns a CSV import sets (herald.subscribers.imports), and what an upsert's update does with them.
+UPSERTED_COLUMNS = ("email", "first_name", "last_name", "phone", "locale", "avatar", "data")
+_UPSERT_UPDATES = {
+    **{column: f'COALESCE(excluded."{column}", subscribers."{column}")' for column in UPSERTED_COLUMNS},
+    "version": "subscribers.version + 1",
+    "updated_at": "excluded.updated_at",
+}
 
 # Past this many matches a search's totalCount stops counting (totalCountCapped), as Novu's does.
 SEARCH_COUNT_CAP = 50_000
@@ -40,9 +50,10 @@ class SubscriberSearch:
     name: str | None = None
 
 
-def _contains(column: Any, text: str) -> ColumnElement[bool]:
+def _contains(column: Any, text: str, *, at_start: bool = False) -> ColumnElement[bool]:
+    """``column`` contains ``text`` (starts with it, when ``at_start``), in any case."""
     escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return func.lower(column).like(f"%{escaped}%", escape="\\")
+    return func.lower(column).like(f"{'' if at_start else '%'}{escaped}%", escape="\\")
 
 
 class SubscriberRepository:
@@ -106,6 +117,45 @@ class SubscriberRepository:
         )
         return {subscriber_id for (subscriber_id,) in written}
 
+    async def existing_subscriber_ids(self, environment_id: str, subscriber_ids: Sequence[str]) -> set[str]:
+        """Which of ``subscriber_ids`` (callers' identifiers) the environment has."""
+        found: set[str] = set()
+        unique_ids = list(dict.fromkeys(subscriber_ids))
+        for start in range(0, len(unique_ids), LOOKUP_CHUNK):
+            query = select(Subscriber.subscriber_id).where(Subscriber.environment_id == environment_id)
+            chunk = unique_ids[start : start + LOOKUP_CHUNK]
+            result = await self.session.execute(each_of(self.session, query, Subscriber.subscriber_id, chunk))
+            found.update(result.scalars())
+        return found
+
+    async def upsert_attributes(self, environment_id: str, organization_id: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Create or update subscribers by subscriberId, many rows a statement (INSERT ... ON CONFLICT DO UPDATE).
+
+        Each row holds ``subscriber_id`` and some columns of
+        :data:`UPSERTED_COLUMNS`; a column left out (or None) keeps the stored
+        value. An update bumps ``version`` and ``updated_at``. Every
+        subscriberId appears once.
+        """
+        now = utcnow()
+        values = [
+            {
+                "environment_id": environment_id,
+                "organization_id": organization_id,
+                "created_at": now,
+                "updated_at": now,
+                # Left out rather than None: SQL NULL (not JSON's null), which COALESCE passes over.
+                **{column: value for column, value in row.items() if value is not None},
+            }
+            for row in rows
+        ]
+        await insert_rows(
+            self.session,
+            Subscriber.__table__,
+            values,
+            skip_conflicts_on=("environment_id", "subscriber_id"),
+            update_on_conflict=_UPSERT_UPDATES,
+        )
+
     async def list_page(self, environment_id: str, *, offset: int, limit: int) -> Sequence[Subscriber]:
         """Oldest first: pages stay put while new subscribers are added at the end."""
         result = await self.session.execute(
@@ -132,7 +182,10 @@ class SubscriberRepository:
         if search.subscriber_id:
             conditions.append(_contains(Subscriber.subscriber_id, search.subscriber_id))
         if search.name:
-            full_name = func.coalesce(Subscriber.first_name, "") + literal(" ") + func.coalesce(Subscriber.last_name, "")
+            # Written with constants, not parameters: PostgreSQL uses an expression index only for its own
+            # text (migration 0031 indexes each of these lowered).
+            empty, space = literal_column("''"), literal_column("' '")
+            full_name = func.coalesce(Subscriber.first_name, empty).op("||")(space).op("||")(func.coalesce(Subscriber.last_name, empty))
             conditions.append(_contains(full_name, search.name))
         return conditions
 
@@ -180,6 +233,26 @@ class SubscriberRepository:
         ).subquery()
         total = int((await self.session.execute(select(func.count()).select_from(capped))).scalar_one())
         return min(total, SEARCH_COUNT_CAP), total > SEARCH_COUNT_CAP
+
+    async def find_page(self, environment_id: str, text: str | None, *, before_id: str | None, limit: int) -> list[Subscriber]:
+        """Newest first, up to ``limit``, older than the subscriber ``before_id`` (keyset on ``_id``).
+
+        ``text`` narrows to the subscribers whose subscriberId, email, phone,
+        first name, last name or "first last" starts with it (any case).
+        """
+        conditions = [Subscriber.environment_id == environment_id, Subscriber.deleted.is_(False)]
+        if text:
+            # Written with constants, not parameters: PostgreSQL uses an expression index only for its own
+            # text (migration 0031 indexes each of these lowered).
+            empty, space = literal_column("''"), literal_column("' '")
+            full_name = func.coalesce(Subscriber.first_name, empty).op("||")(space).op("||")(func.coalesce(Subscriber.last_name, empty))
+            # "first last" starting with the text covers the first name starting with it.
+            columns = (Subscriber.subscriber_id, Subscriber.email, Subscriber.phone, Subscriber.last_name, full_name)
+            conditions.append(or_(*(_contains(column, text, at_start=True) for column in columns)))
+        if before_id:
+            conditions.append(Subscriber.id < before_id)
+        result = await self.session.execute(select(Subscriber).where(*conditions).order_by(Subscriber.id.desc()).limit(limit))
+        return list(result.scalars())
 
     async def topic_keys_of(self, environment_id: str, subscriber: Subscriber) -> list[str]:
         result = await self.session.execute(
@@ -234,3 +307,67 @@ class SubscriberRepository:
             query.order_by(Integration.created_at.desc(), Integration.id.desc()).limit(1)
         )
         return result.scalar_one_or_none()
+
+
+class SubscriberImportRepository:
+    """The ``subscriber_imports`` rows (herald.subscribers.imports), always read within their environment."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.session = session
+
+    async def add(self, row: SubscriberImport) -> None:
+        self.session.add(row)
+        await self.session.flush()
+
+    async def get(self, environment_id: str, import_id: str) -> SubscriberImport | None:
+        result = await self.session.execute(
+            select(SubscriberImport).where(SubscriberImport.environment_id == environment_id, SubscriberImport.id == import_id)
+        )
+        return result.scalar_one_or_none()
+
+    async def get_for_update(self, import_id: str) -> SubscriberImport | None:
+        """The row by id alone: for the import's own task, which was handed the id by a scoped request."""
+        result = await self.session.execute(select(SubscriberImport).where(SubscriberImport.id == import_id))
+        return result.scalar_one_or_none()
+
+    async def newest(self, environment_id: str, limit: int) -> list[SubscriberImport]:
+        """The environment's newest imports, without their files (``source`` is not read)."""
+        result = await self.session.execute(
+            select(SubscriberImport)
+            .options(defer(SubscriberImport.source))
+            .where(SubscriberImport.environment_id == environment_id)
+            .order_by(SubscriberImport.created_at.desc(), SubscriberImport.id.desc())
+            .limit(limit)
+        )
+        return list(result.scalars())
+
+    async def progress_of(self, environment_id: str, import_id: str) -> tuple[str, int] | None:
+        """(status, processed_rows) of the import: what its progress page watches."""
+        result = await self.session.execute(
+            select(SubscriberImport.status, SubscriberImport.processed_rows).where(
+                SubscriberImport.environment_id == environment_id, SubscriberImport.id == import_id
+            )
+        )
+        row = result.first()
+        return (row[0], row[1]) if row is not None else None
+
+    async def stalled(self, heartbeat_before: Any, limit: int) -> list[SubscriberImport]:
+        """Imports of any environment not finished whose heartbeat is older than ``heartbeat_before`` (the workers' sweep)."""
+        result = await self.session.execute(
+            select(SubscriberImport)
+            .options(defer(SubscriberImport.source))
+            .where(SubscriberImport.status.in_(("queued", "running")), SubscriberImport.updated_at < heartbeat_before)
+            .order_by(SubscriberImport.updated_at)
+            .limit(limit)
+        )
+        return list(result.scalars())
+
+    async def claim(self, import_id: str, seen_updated_at: Any, now: Any) -> bool:
+        """Take up an import whose heartbeat was ``seen_updated_at``; False when another process did first."""
+        result = await self.session.execute(
+            update(SubscriberImport)
+            .where(SubscriberImport.id == import_id, SubscriberImport.updated_at == seen_updated_at)
+            .values(updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]

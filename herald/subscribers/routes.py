@@ -4,10 +4,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
+from herald.kit import query
 from herald.kit.auth import PrincipalDep
 from herald.kit.crypto import SecretBox
 from herald.kit.db import SessionDep
-from herald.kit.errors import ValidationFailed
 from herald.kit.pagination import PageDep, paginated
 from herald.kit.schemas import ERROR_RESPONSES, DataResponse, PaginatedResponse
 from herald.subscribers import service
@@ -168,19 +168,6 @@ async def create_subscriber_v2(
     return DataResponse(data=service.to_schema(subscriber, box))
 
 
-def _search_limit(raw: str | None) -> int:
-    """novu-py sends ``limit`` as a number (``10`` or ``10.0``): a whole number from 1 to 100."""
-    if raw is None or raw == "":
-        return 10
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not value.is_integer() or not 1 <= value <= service.SEARCH_MAX_LIMIT:
-        raise ValidationFailed.field("limit", f"limit must be a whole number from 1 to {service.SEARCH_MAX_LIMIT}", raw)
-    return int(value)
-
-
 @v2.get("", response_model=ListSubscribersResponse, summary="Search subscribers")
 async def search_subscribers(
     session: SessionDep,
@@ -205,7 +192,8 @@ async def search_subscribers(
         SubscriberSearch(email=email, phone=phone, subscriber_id=subscriberId, name=name),
         after=after or None,
         before=before or None,
-        limit=_search_limit(limit),
+        # novu-py sends limit as a number (10 or 10.0).
+        limit=query.whole_number("limit", limit, default=10, low=1, high=service.SEARCH_MAX_LIMIT),
         order_by=orderBy,
         order_direction=orderDirection.upper(),
         include_cursor=includeCursor,

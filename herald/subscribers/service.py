@@ -196,6 +196,25 @@ async def search_subscribers(
     return SearchPage(rows, next_cursor, previous, total, capped)
 
 
+# The console's list of subscribers: a page at a time, newest first.
+FIND_PAGE_SIZE = 25
+MAX_FIND_TEXT = 200
+
+
+async def find_subscribers(
+    session: AsyncSession, principal: Principal, text: str, *, before: str | None, limit: int = FIND_PAGE_SIZE
+) -> tuple[list[Subscriber], str | None]:
+    """The console's search: newest first, those whose subscriberId, email, phone or name starts with ``text``.
+
+    A page of up to ``limit``, older than the subscriber whose ``_id`` is
+    ``before``; with the ``_id`` to ask for the next page (None on the last).
+    """
+    rows = await SubscriberRepository(session).find_page(
+        principal.environment_id, text.strip()[:MAX_FIND_TEXT] or None, before_id=before[:64] if before else None, limit=limit + 1
+    )
+    return rows[:limit], rows[limit - 1].id if len(rows) > limit else None
+
+
 async def _channels_with(
     repository: SubscriberRepository,
     principal: Principal,

@@ -156,6 +156,27 @@ class TopicRepository:
                 )
             )
 
+    async def member_counts(self, topics: Sequence[Topic]) -> dict[str, int]:
+        """How many members each topic has."""
+        if not topics:
+            return {}
+        result = await self.session.execute(
+            select(TopicSubscriber.topic_id, func.count())
+            .where(TopicSubscriber.topic_id.in_([topic.id for topic in topics]))
+            .group_by(TopicSubscriber.topic_id)
+        )
+        counts = {topic.id: 0 for topic in topics}
+        counts.update({topic_id: int(count) for topic_id, count in result.all()})
+        return counts
+
+    async def member_page(self, topic: Topic, *, after_id: str | None, limit: int) -> list[TopicSubscriber]:
+        """Up to ``limit`` members in the order they joined, after the membership ``after_id`` (keyset)."""
+        conditions = [TopicSubscriber.topic_id == topic.id]
+        if after_id:
+            conditions.append(TopicSubscriber.id > after_id)
+        result = await self.session.execute(select(TopicSubscriber).where(*conditions).order_by(TopicSubscriber.id).limit(limit))
+        return list(result.scalars())
+
     async def get_membership(self, topic: Topic, subscriber: Subscriber) -> TopicSubscriber | None:
         result = await self.session.execute(
             select(TopicSubscriber).where(
@@ -308,3 +329,25 @@ class TopicRepository:
             found[workflow.trigger_identifier] = workflow
             found[workflow.id] = workflow
         return found
+
+    async def subscription_rules(
+        self, environment_id: str, topic_ids: Sequence[str], subscriber_ids: Sequence[str]
+    ) -> list[tuple[str, list[Any] | None]]:
+        """(subscriber _id, preference rules) of each subscription of these subscribers to these topics.
+
+        The engine's topic fan-out asks this once per batch of members (herald/engine/topic_preferences.py);
+        both lists are bounded by the batch and the trigger's topics.
+        """
+        if not topic_ids or not subscriber_ids:
+            return []
+        rows: list[tuple[str, list[Any] | None]] = []
+        for start in range(0, len(subscriber_ids), LOOKUP_CHUNK):
+            result = await self.session.execute(
+                select(TopicSubscriber.subscriber_id, TopicSubscriber.preferences).where(
+                    TopicSubscriber.environment_id == environment_id,
+                    TopicSubscriber.topic_id.in_(list(topic_ids)),
+                    TopicSubscriber.subscriber_id.in_(list(subscriber_ids[start : start + LOOKUP_CHUNK])),
+                )
+            )
+            rows.extend((row[0], row[1]) for row in result.all())
+        return rows

@@ -216,6 +216,38 @@ async def get_membership(session: AsyncSession, principal: Principal, key: str, 
     return membership
 
 
+# --- The console's Topics pages ----------------------------------------------------------
+
+
+@dataclass
+class TopicsPage:
+    topics: list[Topic]
+    members: dict[str, int]
+    total: int
+
+
+@dataclass
+class MembersPage:
+    topic: Topic
+    members: list[Membership]
+    # The membership to read the next page after; None on the last page.
+    next: str | None
+
+
+async def topics_with_counts(session: AsyncSession, principal: Principal, *, offset: int, limit: int) -> TopicsPage:
+    """A page of the environment's topics (oldest first) with how many members each has."""
+    repository = TopicRepository(session)
+    topics, total = await repository.list_page(principal.environment_id, offset=offset, limit=limit)
+    return TopicsPage(list(topics), await repository.member_counts(topics), total)
+
+
+async def members_page(session: AsyncSession, principal: Principal, key: str, *, after: str | None, limit: int) -> MembersPage:
+    """A page of the topic's members, in the order they joined (keyset on the membership)."""
+    topic = await require_topic(session, principal, key)
+    rows = await TopicRepository(session).member_page(topic, after_id=after, limit=limit + 1)
+    return MembersPage(topic, rows[:limit], rows[limit - 1].id if len(rows) > limit else None)
+
+
 # --- Novu's v2 topics and subscriptions ----------------------------------------------------
 #
 # The same rows as v1: a v1 member is a v2 subscription (with the default

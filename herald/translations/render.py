@@ -6,7 +6,9 @@ A key is looked up in the subscriber's ``locale`` (exact: ``fr_FR``; Novu's loca
 a key neither has renders as its own path (``product.details.title``), as Novu's translation module
 shows a missing key. The text put in its place is template source, as Novu's is: a translation such
 as ``Bonjour {{subscriber.firstName}}`` is rendered with the step's variables afterwards, through the
-bounded renderer (herald/engine/templates.py) and its limits.
+bounded renderer (herald/engine/templates.py) and its limits. A translation counts toward them as
+the text it replaces would: a step's template, its translations put in, may have MAX_TEMPLATE_CHARS
+characters in all, and a step past it fails for good with that limit named (no text is made past it).
 
 Only steps of workflows with ``isTranslationEnabled`` are read for: the others cost a boolean read
 with their event and nothing more.
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.engine.templates import MAX_TEMPLATE_CHARS, TemplateError
 from herald.translations.repository import TranslationRepository
 from herald.translations.schemas import ResourceType
 from herald.translations.service import DEFAULT_LOCALE
@@ -60,32 +63,60 @@ def _find(node: Mapping[str, Any], parts: list[str]) -> Any:
     return None
 
 
-def translate_text(text: str, locales: Sequence[Mapping[str, Any]]) -> str:
-    """``text`` with each ``{{t.key}}`` replaced by the first locale's text for it, else by the key's path."""
+class _Budget:
+    """The characters a step's translated template may still have (MAX_TEMPLATE_CHARS in all)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, chars: int = MAX_TEMPLATE_CHARS) -> None:
+        self.left = chars
+
+    def take(self, chars: int) -> None:
+        self.left -= chars
+        if self.left < 0:
+            raise TemplateError(
+                f"the step's template with its translations has more than {MAX_TEMPLATE_CHARS:,} characters (render limit)",
+                limit=True,
+            )
+
+
+def translate_text(text: str, locales: Sequence[Mapping[str, Any]], budget: _Budget | None = None) -> str:
+    """``text`` with each ``{{t.key}}`` replaced by the first locale's text for it, else by the key's path.
+
+    Raises TemplateError, before making it, when the text would be longer than ``budget`` allows
+    (MAX_TEMPLATE_CHARS when not given).
+    """
+    budget = budget if budget is not None else _Budget()
     if "t." not in text or "{{" not in text:
+        budget.take(len(text))
         return text
-
-    def replace(match: re.Match[str]) -> str:
+    pieces: list[str] = []
+    position = 0
+    for match in KEY_PATTERN.finditer(text):
         path = match.group(1)
-        for keys in locales:
-            found = lookup(keys, path)
-            if found is not None:
-                return found
-        return path
+        found = next((value for keys in locales if (value := lookup(keys, path)) is not None), path)
+        budget.take(match.start() - position + len(found))
+        pieces += (text[position : match.start()], found)
+        position = match.end()
+    budget.take(len(text) - position)
+    pieces.append(text[position:])
+    return "".join(pieces)
 
-    return KEY_PATTERN.sub(replace, text)
 
-
-def translate_template(value: Any, locales: Sequence[Mapping[str, Any]], depth: int = 0) -> Any:
-    """A copy of a step's template with every string translated (dicts and lists walked)."""
+def translate_template(
+    value: Any, locales: Sequence[Mapping[str, Any]], depth: int = 0, budget: _Budget | None = None
+) -> Any:
+    """A copy of a step's template with every string translated (dicts and lists walked), all of them
+    together within MAX_TEMPLATE_CHARS (TemplateError past it)."""
+    budget = budget if budget is not None else _Budget()
     if isinstance(value, str):
-        return translate_text(value, locales)
+        return translate_text(value, locales, budget)
     if depth >= MAX_TEMPLATE_DEPTH:
         return value
     if isinstance(value, dict):
-        return {key: translate_template(item, locales, depth + 1) for key, item in value.items()}
+        return {key: translate_template(item, locales, depth + 1, budget) for key, item in value.items()}
     if isinstance(value, list):
-        return [translate_template(item, locales, depth + 1) for item in value]
+        return [translate_template(item, locales, depth + 1, budget) for item in value]
     return value
 
 
@@ -115,4 +146,7 @@ async def apply_translations(session: AsyncSession, contexts: Sequence[StepConte
             found = [
                 content[(identifier, locale)] for locale in dict.fromkeys(chain) if (identifier, locale) in content
             ]
-            ctx.step = {**ctx.step, "template": translate_template(ctx.step["template"], found)}
+            try:
+                ctx.step = {**ctx.step, "template": translate_template(ctx.step["template"], found)}
+            except TemplateError as exc:
+                ctx.template_error = f"Template error: {exc}"

@@ -4,6 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Request, Response
 
+from herald.environments import protection
 from herald.kit.auth import PrincipalDep
 from herald.kit.db import SessionDep
 from herald.kit.errors import ValidationFailed
@@ -195,7 +196,10 @@ async def get_locale_settings(session: SessionDep, principal: PrincipalDep) -> D
 
 
 @router.patch(
-    "/v1/organizations/settings", response_model=DataResponse[LocaleSettings], summary="Set organization locales"
+    "/v1/organizations/settings",
+    response_model=DataResponse[LocaleSettings],
+    summary="Set organization locales",
+    responses=protection.REFUSED,
 )
 async def update_locale_settings(
     body: UpdateLocaleSettingsRequest, session: SessionDep, principal: PrincipalDep

@@ -7,19 +7,25 @@ has no translation, and with the target locales it is what uploads may name. The
 
 Environment promotion copies translations by their stable key with :func:`list_translations` and
 :func:`copy_translations`.
+
+The locale settings are the organization's, so changing them changes every environment's
+rendering: the caller must be allowed to change each protected environment
+(herald/environments/protection.py), which with Production protected means Production's keys.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.environments import protection
+from herald.environments.repository import EnvironmentRepository
 from herald.kit.auth import Principal
 from herald.kit.errors import BadRequestError, NotFoundError, ValidationFailed
 from herald.kit.time import isoformat
@@ -142,6 +148,8 @@ class Resource:
     name: str
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    # A workflow's group exists while its translations are on or it has keys; deleting the group ends both.
+    translation_enabled: bool = False
 
 
 async def _resource(
@@ -159,6 +167,7 @@ async def _resource(
             workflow.name,
             workflow.created_at,
             workflow.updated_at,
+            bool(workflow.is_translation_enabled),
         )
     return Resource(ResourceType.LAYOUT.value, resource_id, resource_id)
 
@@ -185,6 +194,7 @@ def configured_locales(settings: LocaleSettings) -> list[str]:
 async def update_locale_settings(
     session: AsyncSession, principal: Principal, body: UpdateLocaleSettingsRequest
 ) -> LocaleSettings:
+    protection.require_change(principal, await EnvironmentRepository(session).list(principal.organization_id))
     current = await locale_settings(session, principal.organization_id)
     default = (
         check_locale(body.default_locale, "defaultLocale")
@@ -274,8 +284,9 @@ async def get_group(
     repository = TranslationRepository(session)
     resource = await _resource(repository, principal.environment_id, resource_type, resource_id)
     translations = await repository.for_resource(principal.environment_id, resource.resource_type, resource.resource_id)
-    if resource.resource_type == ResourceType.LAYOUT and not translations:
-        raise NotFoundError(f"Translation group for layout {resource_id} not found")
+    if not translations and not resource.translation_enabled:
+        # Novu deletes the group document with its translations: afterwards the group is gone.
+        raise NotFoundError(f"Translation group for {resource.resource_type} {resource_id} not found")
     settings = await locale_settings(session, principal.organization_id)
     locales = list(dict.fromkeys([*configured_locales(settings), *(t.locale for t in translations)]))
     created = min((t.created_at for t in translations), default=resource.created_at)
@@ -303,6 +314,29 @@ async def delete_group(session: AsyncSession, principal: Principal, resource_typ
             await session.flush()
     elif deleted == 0:
         raise NotFoundError(f"Translation group for layout {resource_id} not found")
+
+
+def key_paths(content: Mapping[str, Any], prefix: str = "", depth: int = 0) -> list[str]:
+    """The keys of a locale's content as templates read them (``{{t.cart.title}}``: ``cart.title``)."""
+    paths: list[str] = []
+    for key, value in content.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping) and depth < MAX_CONTENT_DEPTH:
+            paths += key_paths(value, path + ".", depth + 1)
+        else:
+            paths.append(path)
+    return paths
+
+
+def missing_keys(contents: Mapping[str, Mapping[str, Any]], default: str) -> dict[str, list[str]]:
+    """For each locale but the default, the default locale's keys it lacks (none when the default has no keys)."""
+    wanted = key_paths(contents.get(default) or {})
+    missing: dict[str, list[str]] = {}
+    for locale, content in contents.items():
+        if locale != default:
+            present = set(key_paths(content))
+            missing[locale] = [path for path in wanted if path not in present]
+    return missing
 
 
 # --------------------------------------------------------------------------- uploads

@@ -7,7 +7,8 @@ gets a job of kind ``webhook`` in that same transaction, so an event is sent
 if and only if its change commits, and a crash between the two loses neither.
 The job carries the event's body, its stable id (``webhook-id``, the same on
 every retry, for the receiver to drop duplicates) and its endpoint; the
-worker sends it (herald/webhooks/delivery.py).
+workers' webhook senders send it (herald/webhooks/sender.py), from a queue of
+their own (herald/webhooks/queue.py).
 
 Which endpoints listen is asked of the store at most once a second per
 environment and process (:class:`ListeningEndpoints`): the engine emits for
@@ -93,12 +94,13 @@ async def emit(
                     run_at=now,
                     attempts=0,
                     max_attempts=MAX_ATTEMPTS,
+                    endpoint_id=endpoint_id,
                     data={"endpointId": endpoint_id, "webhookId": webhook_id, "body": body},
                 )
             )
     if jobs:
         session.add_all(jobs)
-        await queue.wake_workers(session)
+        await queue.wake_webhook_senders(session)
     return len(jobs)
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.models import WebhookEndpoint
+from herald.kit.time import utcnow
+from herald.models import Job, WebhookEndpoint
+from herald.webhooks.queue import WEBHOOK_DUE
 
 
 class WebhookEndpointRepository:
@@ -46,20 +48,35 @@ class WebhookEndpointRepository:
         await self.session.delete(endpoint)
 
     async def record_success(self, endpoint_id: str) -> None:
+        """The endpoint answered: it is no longer failing, nor paused."""
         await self.session.execute(
             update(WebhookEndpoint)
             .where(WebhookEndpoint.environment_id == self.environment_id, WebhookEndpoint.id == endpoint_id)
             .where(WebhookEndpoint.failing_since.is_not(None))
-            .values(failing_since=None)
+            .values(failing_since=None, paused_until=None)
         )
 
-    async def record_failure(self, endpoint_id: str, at: datetime) -> None:
+    async def record_failure(self, endpoint_id: str, at: datetime, paused_until: datetime) -> None:
+        """A delivery failed at ``at``: the endpoint is failing since then (unless it already was) and paused."""
         await self.session.execute(
             update(WebhookEndpoint)
             .where(WebhookEndpoint.environment_id == self.environment_id, WebhookEndpoint.id == endpoint_id)
-            .where(WebhookEndpoint.failing_since.is_(None))
-            .values(failing_since=at)
+            .values(failing_since=func.coalesce(WebhookEndpoint.failing_since, at), paused_until=paused_until)
         )
+
+    async def cancel_deliveries(self, endpoint_id: str, reason: str) -> int:
+        """Cancel the endpoint's waiting deliveries, with why: a range of ix_jobs_webhook_due."""
+        result = await self.session.execute(
+            update(Job)
+            .where(
+                text(WEBHOOK_DUE),
+                Job.endpoint_id == endpoint_id,
+                Job.environment_id == self.environment_id,
+            )
+            .values(status="canceled", error_text=reason, updated_at=utcnow()),
+            execution_options={"synchronize_session": False},
+        )
+        return int(result.rowcount or 0)  # type: ignore[attr-defined]
 
     async def disable(self, endpoint_id: str, at: datetime, reason: str) -> None:
         await self.session.execute(
@@ -67,3 +84,50 @@ class WebhookEndpointRepository:
             .where(WebhookEndpoint.environment_id == self.environment_id, WebhookEndpoint.id == endpoint_id)
             .values(disabled=True, disabled_at=at, disabled_reason=reason)
         )
+
+    async def deliveries(self, endpoint_id: str, limit: int) -> Sequence[Job]:
+        """The endpoint's latest deliveries, the most recently changed first (ix_jobs_webhook_updated)."""
+        result = await self.session.execute(
+            select(Job)
+            .where(
+                Job.kind == "webhook",
+                Job.environment_id == self.environment_id,
+                Job.endpoint_id == endpoint_id,
+            )
+            .order_by(Job.updated_at.desc(), Job.id.desc())
+            .limit(limit)
+        )
+        return result.scalars().all()
+
+    async def delivery(self, endpoint_id: str, delivery_id: str) -> Job | None:
+        return await self.session.scalar(
+            select(Job).where(
+                Job.kind == "webhook",
+                Job.environment_id == self.environment_id,
+                Job.endpoint_id == endpoint_id,
+                Job.id == delivery_id,
+            )
+        )
+
+    async def retry_now(self, endpoint_id: str, delivery_id: str, at: datetime) -> bool:
+        """Make a waiting or failed delivery due at ``at`` and end its endpoint's pause; whether it was one to retry."""
+        result = await self.session.execute(
+            update(Job)
+            .where(
+                Job.kind == "webhook",
+                Job.environment_id == self.environment_id,
+                Job.endpoint_id == endpoint_id,
+                Job.id == delivery_id,
+                Job.status.in_(("queued", "delayed", "failed")),
+            )
+            .values(status="queued", run_at=at, updated_at=at),
+            execution_options={"synchronize_session": False},
+        )
+        if not result.rowcount:  # type: ignore[attr-defined]
+            return False
+        await self.session.execute(
+            update(WebhookEndpoint)
+            .where(WebhookEndpoint.environment_id == self.environment_id, WebhookEndpoint.id == endpoint_id)
+            .values(paused_until=None)
+        )
+        return True

@@ -5,15 +5,18 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from urllib.parse import urlsplit
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.engine import queue
 from herald.kit.auth import Principal
 from herald.kit.crypto import SecretBox
-from herald.kit.errors import NotFoundError, ValidationFailed
-from herald.kit.time import isoformat
-from herald.models import WebhookEndpoint
+from herald.kit.errors import BadRequestError, NotFoundError, ValidationFailed
+from herald.kit.time import isoformat, utcnow
+from herald.models import Job, WebhookEndpoint
 from herald.webhooks.events import LISTENING
 from herald.webhooks.repository import WebhookEndpointRepository
 from herald.webhooks.schemas import CreatedWebhookEndpoint, CreateWebhookEndpointRequest
@@ -82,5 +85,79 @@ async def delete_endpoint(session: AsyncSession, principal: Principal, endpoint_
     endpoint = await repository.get(endpoint_id)
     if endpoint is None:
         raise NotFoundError(f"Webhook endpoint {endpoint_id} not found")
+    # Its waiting deliveries go with it (each would be canceled when claimed; a backlog at once).
+    await repository.cancel_deliveries(endpoint.id, "the endpoint was deleted")
     await repository.delete(endpoint)
     LISTENING.forget(principal.environment_id)
+
+
+# How many of an endpoint's deliveries its page shows (the latest).
+DELIVERIES_SHOWN = 50
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One event sent (or to be sent) to an endpoint, as the console shows it."""
+
+    id: str
+    event_type: str
+    status: str
+    attempts: int
+    # When it is tried next (waiting ones only).
+    next_retry_at: datetime | None
+    last_attempt_at: str | None
+    last_error: str | None
+    created_at: datetime
+
+    @property
+    def retryable(self) -> bool:
+        return self.status in ("queued", "delayed", "failed")
+
+
+def _delivery(job: Job) -> Delivery:
+    data = job.data or {}
+    waiting = job.status in ("queued", "delayed")
+    return Delivery(
+        id=job.id,
+        event_type=job.step_type or "",
+        status=job.status,
+        attempts=job.attempts,
+        next_retry_at=job.run_at if waiting else None,
+        last_attempt_at=data.get("lastAttemptAt"),
+        last_error=job.error_text,
+        created_at=job.created_at,
+    )
+
+
+async def get_endpoint(session: AsyncSession, principal: Principal, endpoint_id: str) -> WebhookEndpoint:
+    endpoint = await WebhookEndpointRepository(session, principal.environment_id).get(endpoint_id)
+    if endpoint is None:
+        raise NotFoundError(f"Webhook endpoint {endpoint_id} not found")
+    return endpoint
+
+
+async def list_deliveries(session: AsyncSession, principal: Principal, endpoint_id: str) -> list[Delivery]:
+    """The endpoint's latest deliveries (:data:`DELIVERIES_SHOWN`), the most recently changed first."""
+    repository = WebhookEndpointRepository(session, principal.environment_id)
+    return [_delivery(job) for job in await repository.deliveries(endpoint_id, DELIVERIES_SHOWN)]
+
+
+async def retry_now(session: AsyncSession, principal: Principal, endpoint_id: str, delivery_id: str) -> Delivery:
+    """Send a waiting or failed delivery at once: it is due now, and its endpoint's pause ends.
+
+    A disabled endpoint is sent nothing: it is made again (with a new secret) instead.
+    """
+    endpoint = await get_endpoint(session, principal, endpoint_id)
+    if endpoint.disabled:
+        raise BadRequestError(f"The endpoint is disabled ({endpoint.disabled_reason}): add it again to send to it")
+    repository = WebhookEndpointRepository(session, principal.environment_id)
+    if not await repository.retry_now(endpoint.id, delivery_id, utcnow()):
+        found = await repository.delivery(endpoint.id, delivery_id)
+        if found is None:
+            raise NotFoundError(f"Delivery {delivery_id} not found")
+        raise BadRequestError(f"The delivery is {found.status}: only a waiting or failed delivery is retried")
+    await queue.wake_webhook_senders(session)
+    job = await repository.delivery(endpoint.id, delivery_id)
+    assert job is not None
+    await session.refresh(job)
+    return _delivery(job)

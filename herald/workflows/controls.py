@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from herald.engine.maily import MailyError, maily_document, maily_to_template
+from herald.engine.templates import check_template
 from herald.kit.text import slugify
 
 # Controls each step type maps onto v1 template/metadata fields; all others are kept as sent.
@@ -84,7 +86,7 @@ def to_v1(step_type: str, controls: dict[str, Any]) -> tuple[dict[str, Any], dic
         template = {
             "type": "email",
             "subject": controls.get("subject") or "",
-            "content": controls.get("body") or "",
+            "content": email_html(controls.get("body")),
             "contentType": "customHtml",
         }
         for key in ("layoutId", "preheader"):
@@ -118,6 +120,16 @@ def to_v1(step_type: str, controls: dict[str, Any]) -> tuple[dict[str, Any], dic
             metadata.update(backoff=True, backoffAmount=window.get("amount"), backoffUnit=window.get("unit"))
         return {"type": "digest"}, {key: value for key, value in metadata.items() if value is not None}
     return {"type": step_type}, None
+
+
+def email_html(body: Any) -> str:
+    """An email body as the HTML template the engine renders: the block editor's document made into one
+    (herald/engine/maily.py), any other body as written, as Novu does whatever ``editorType`` says.
+    Raises :class:`MailyError` for a document that cannot be made into one."""
+    document = maily_document(body)
+    if document is not None:
+        return maily_to_template(document)
+    return body if isinstance(body, str) else ""
 
 
 def _button_to_action(button: dict[str, Any]) -> dict[str, Any]:
@@ -158,7 +170,11 @@ def from_v1(step: dict[str, Any]) -> dict[str, Any]:
                 if isinstance(block, dict)
             )
         controls["subject"] = template.get("subject") or ""
-        controls["body"] = content or ""
+        kept_body = controls.get("body")
+        # The block editor's document is shown as sent while the template is still the one made of it
+        # (a v1 edit of the content since shows the content).
+        if not (maily_document(kept_body) is not None and _made_of(kept_body, content)):
+            controls["body"] = content or ""
         controls.setdefault("editorType", "html")
         for key in ("layoutId", "preheader"):
             if template.get(key) is not None:
@@ -191,10 +207,21 @@ def from_v1(step: dict[str, Any]) -> dict[str, Any]:
     return controls
 
 
+def _made_of(document_body: Any, content: Any) -> bool:
+    try:
+        return email_html(document_body) == content
+    except MailyError:
+        return False
+
+
 def kept_controls(step_type: str, controls: dict[str, Any]) -> dict[str, Any]:
-    """The controls with no v1 field, kept on the step as sent."""
+    """The controls with no v1 field, kept on the step as sent; an email's block-editor document too (its
+    template is what the v1 step holds, the document what the editor reads back)."""
     mapped = MAPPED_CONTROLS.get(step_type, frozenset())
-    return {key: value for key, value in controls.items() if key not in mapped}
+    kept = {key: value for key, value in controls.items() if key not in mapped}
+    if step_type == "email" and maily_document(controls.get("body")) is not None:
+        kept["body"] = controls["body"]
+    return kept
 
 
 def step_key(step: dict[str, Any]) -> str:
@@ -213,3 +240,62 @@ def step_slug(step: dict[str, Any]) -> str:
 def workflow_slug(name: str, workflow_id: str) -> str:
     """Novu's workflow slug: the name's slug and the workflow's id (``<name>_wf_<id>``)."""
     return f"{slugify(name) or 'workflow'}_wf_{workflow_id}"
+
+
+# Controls whose strings are rendered as templates, by step type (an email's layoutId is a name).
+TEMPLATE_CONTROLS: dict[str, frozenset[str]] = {
+    "in_app": frozenset({"subject", "body", "avatar", "data", "redirect", "primaryAction", "secondaryAction"}),
+    "email": frozenset({"subject", "body", "preheader"}),
+    "sms": frozenset({"body"}),
+    "chat": frozenset({"body"}),
+    "push": frozenset({"subject", "body"}),
+}
+CONTENT_ISSUE = "ILLEGAL_VARIABLE_IN_CONTROL_VALUE"
+_MAX_DEPTH = 8
+
+
+def _texts(path: str, value: Any, depth: int = 0) -> list[tuple[str, str]]:
+    if isinstance(value, str):
+        return [(path, value)]
+    if depth >= _MAX_DEPTH:
+        return []
+    if isinstance(value, dict):
+        return [found for key, item in value.items() for found in _texts(f"{path}.{key}", item, depth + 1)]
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in _texts(f"{path}.{index}", item, depth + 1)]
+    return []
+
+
+def step_issues(step_type: str, controls: dict[str, Any]) -> dict[str, Any]:
+    """Novu's step ``issues`` for controls holding a template that cannot be used; {} when there are none.
+
+    ``{"controls": {"body": [{"issueType": "ILLEGAL_VARIABLE_IN_CONTROL_VALUE",
+    "message": "unknown filter 'upcas' (line 1, column 12)"}]}}``, named by the
+    control's path (``primaryAction.label``).
+    """
+    found: dict[str, list[dict[str, Any]]] = {}
+    for name in sorted(TEMPLATE_CONTROLS.get(step_type, frozenset()) & controls.keys()):
+        value = controls[name]
+        if step_type == "email" and name == "body" and maily_document(value) is not None:
+            # The block editor's document: its template is what is rendered, so that is what is checked.
+            try:
+                value = email_html(value)
+            except MailyError as exc:
+                found.setdefault(name, []).append({"issueType": CONTENT_ISSUE, "message": str(exc)})
+                continue
+        for path, text in _texts(name, value):
+            for problem in check_template(text):
+                found.setdefault(path, []).append({"issueType": CONTENT_ISSUE, "message": str(problem)})
+    return {"controls": found} if found else {}
+
+
+def issues_reason(issues: dict[str, Any]) -> str:
+    """One line naming each control with an issue, for a step that cannot run because of them."""
+    controls = issues.get("controls") if isinstance(issues, dict) else None
+    parts = [
+        f"{name}: {issue.get('message')}"
+        for name, listed in (controls.items() if isinstance(controls, dict) else ())
+        for issue in (listed if isinstance(listed, list) else [])
+        if isinstance(issue, dict)
+    ]
+    return "; ".join(parts) or "the step has issues"

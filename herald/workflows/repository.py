@@ -4,7 +4,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, func, or_, select
+from sqlalchemy import Text, bindparam, cast, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from herald.models import Environment, NotificationGroup, Workflow
@@ -86,6 +86,16 @@ class WorkflowRepository:
         )
         return result.scalar_one_or_none()
 
+    async def trigger_identifiers(self, environment_id: str, limit: int) -> list[str]:
+        """Up to ``limit`` trigger identifiers of the environment's workflows, newest first."""
+        result = await self.session.execute(
+            select(Workflow.trigger_identifier)
+            .where(Workflow.environment_id == environment_id, Workflow.deleted.is_(False))
+            .order_by(Workflow.created_at.desc())
+            .limit(limit)
+        )
+        return list(result.scalars())
+
     async def environment_of_organization(self, organization_id: str, environment_id: str) -> Environment | None:
         """The environment, when it belongs to the organization (a workflow is synced only within one)."""
         result = await self.session.execute(
@@ -127,21 +137,24 @@ class WorkflowRepository:
         return (await self.session.execute(query.limit(1))).first() is not None
 
     async def list_page(
-        self, environment_id: str, *, offset: int, limit: int, search: str | None = None
+        self, environment_id: str, *, offset: int, limit: int, search: str | None = None, search_tags: bool = False
     ) -> tuple[Sequence[Workflow], int]:
         """One page of the environment's workflows, newest first, and how many there are in all.
 
-        ``search`` matches part of the name or the trigger identifier, ignoring case.
+        ``search`` matches part of the name or the trigger identifier, ignoring
+        case, and with ``search_tags`` part of a tag too (the console's search).
         """
         conditions = [Workflow.environment_id == environment_id, Workflow.deleted.is_(False)]
         if search:
             needle = search.lower()
-            conditions.append(
-                or_(
-                    func.lower(Workflow.name).contains(needle, autoescape=True),
-                    func.lower(Workflow.trigger_identifier).contains(needle, autoescape=True),
-                )
-            )
+            matches = [
+                func.lower(Workflow.name).contains(needle, autoescape=True),
+                func.lower(Workflow.trigger_identifier).contains(needle, autoescape=True),
+            ]
+            if search_tags:
+                # The tags' JSON text: a part of one tag is found in it on either store.
+                matches.append(func.lower(cast(Workflow.tags, Text)).contains(needle, autoescape=True))
+            conditions.append(or_(*matches))
         total = (await self.session.execute(select(func.count(Workflow.id)).where(*conditions))).scalar_one()
         rows = await self.session.execute(
             select(Workflow)
@@ -169,3 +182,25 @@ class WorkflowRepository:
             )
         )
         return {group.id: group for group in result.scalars()}
+
+    async def live_by_identifier(self, environment_id: str, identifiers: Collection[str]) -> dict[str, Workflow]:
+        """The environment's workflows (of any origin) among ``identifiers``, by trigger identifier."""
+        if not identifiers:
+            return {}
+        rows = await self.session.execute(
+            select(Workflow).where(
+                Workflow.environment_id == environment_id,
+                Workflow.trigger_identifier.in_(list(identifiers)),
+                Workflow.deleted.is_(False),
+            )
+        )
+        return {row.trigger_identifier: row for row in rows.scalars()}
+
+    async def of_origin(self, environment_id: str, origin: str) -> Sequence[Workflow]:
+        """The environment's workflows of one origin (``external``: the code-first ones), oldest first."""
+        rows = await self.session.execute(
+            select(Workflow)
+            .where(Workflow.environment_id == environment_id, Workflow.origin == origin, Workflow.deleted.is_(False))
+            .order_by(Workflow.created_at, Workflow.id)
+        )
+        return rows.scalars().all()

@@ -2,8 +2,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 
+from herald.bridge.client import process_client
+from herald.environments import protection
 from herald.kit.auth import PrincipalDep
 from herald.kit.db import SessionDep
 from herald.kit.pagination import PageDep, paginated
@@ -172,11 +174,15 @@ async def delete_workflow_v2(workflowId: str, session: SessionDep, principal: Pr
     "/{workflowId}/sync",
     response_model=DataResponse[WorkflowResponse],
     summary="Copy a workflow to another environment",
+    responses=protection.REFUSED,
 )
 async def sync_workflow_v2(
     workflowId: str, body: SyncWorkflowRequest, session: SessionDep, principal: PrincipalDep
 ) -> DataResponse[WorkflowResponse]:
-    """Into an environment of the same organization; a copy already there (same workflowId) is brought up to date."""
+    """Into an environment of the same organization; a copy already there (same workflowId) is brought up to date.
+
+    A protected target (Production) refuses with 403: its own keys publish into it instead.
+    """
     return _v2(await service_v2.sync_workflow(session, principal, workflowId, body.targetEnvironmentId))
 
 
@@ -195,9 +201,11 @@ async def get_step_v2(
     summary="Render a step for a payload and subscriber",
 )
 async def generate_preview_v2(
-    workflowId: str, stepId: str, body: GeneratePreviewRequest, session: SessionDep, principal: PrincipalDep
+    workflowId: str, stepId: str, body: GeneratePreviewRequest, request: Request, session: SessionDep, principal: PrincipalDep
 ) -> DataResponse[GeneratePreviewResponse]:
-    preview = await service_v2.generate_preview(session, principal, workflowId, stepId, body)
+    # A code-first step is rendered by its bridge (herald/bridge), through the process's client for bridges.
+    bridge = service_v2.BridgeAccess(process_client(request.app.state), request.app.state.secret_box)
+    preview = await service_v2.generate_preview(session, principal, workflowId, stepId, body, bridge)
     return DataResponse(data=GeneratePreviewResponse.model_validate(preview))
 
 

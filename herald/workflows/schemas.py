@@ -22,13 +22,15 @@ from herald.integrations.schemas import StepFilter
 from herald.kit.schemas import RequestSchema, Schema, optional_field
 
 # Step types Herald runs. ``trigger`` is the implicit first step of every
-# workflow, and ``custom`` exists in Novu's StepTypeEnum but Herald does not
-# execute it, so it is refused rather than stored and skipped.
-STEP_TYPES: tuple[str, ...] = ("in_app", "email", "sms", "chat", "push", "digest", "delay", "throttle")
+# workflow, so it is refused rather than stored and skipped. A ``custom`` step
+# of a workflow made through the API passes its controls on (engine/steps/custom.py).
+STEP_TYPES: tuple[str, ...] = (
+    "in_app", "email", "sms", "chat", "push", "digest", "delay", "throttle", "http_request", "custom",
+)
 CHANNEL_STEP_TYPES = frozenset({"in_app", "email", "sms", "chat", "push"})
 Severity = Literal["high", "medium", "low", "none"]
 ACTION_STEP_TYPES = frozenset({"digest", "delay", "throttle"})
-UNSUPPORTED_STEP_TYPES = frozenset({"trigger", "custom"})
+UNSUPPORTED_STEP_TYPES = frozenset({"trigger"})
 
 TimeUnit = Literal["seconds", "minutes", "hours", "days", "weeks", "months"]
 WeekDay = Literal["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]

@@ -70,7 +70,7 @@ class StepUpsert(RequestSchema):
     def _supported_type(cls, value: str) -> str:
         if value in STEP_TYPES:
             return value
-        if value in UNSUPPORTED_STEP_TYPES or value in ("http_request", "tool"):
+        if value in UNSUPPORTED_STEP_TYPES or value == "tool":
             raise PydanticCustomError(
                 "step_type_unsupported",
                 "{type} steps are not supported by Herald; use one of {allowed}",

@@ -18,8 +18,10 @@ from pydantic import BaseModel, ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from herald.engine.steps import http_request as http_request_step
+from herald.engine.templates import check_template
 from herald.kit.auth import Principal
-from herald.kit.errors import ConflictError, NotFoundError, ValidationFailed, validation_errors
+from herald.kit.errors import BadRequestError, ConflictError, NotFoundError, ValidationFailed, validation_errors
 from herald.kit.ids import new_id
 from herald.kit.pagination import PageParams
 from herald.kit.schemas import compact
@@ -236,29 +238,59 @@ def variables_in_text(text: str) -> TemplateVariables:
     return TemplateVariables(list(payload), list(subscriber))
 
 
-def _template_texts(template: dict[str, Any]) -> Iterator[str]:
+def template_fields(template: dict[str, Any]) -> Iterator[tuple[Loc, str]]:
+    """Each text of a step's template that is rendered, with where it is in the template (``("content", 0, "url")``)."""
     for key in ("subject", "content", "title", "preheader", "senderName"):
         value = template.get(key)
         if isinstance(value, str):
-            yield value
+            yield (key,), value
         elif key == "content" and isinstance(value, list):
-            for block in value:
+            for index, block in enumerate(value):
                 if isinstance(block, dict):
                     for field in ("content", "url"):
                         if isinstance(block.get(field), str):
-                            yield block[field]
+                            yield (key, index, field), block[field]
     cta = template.get("cta")
     if isinstance(cta, dict):
         data = cta.get("data")
         if isinstance(data, dict) and isinstance(data.get("url"), str):
-            yield data["url"]
+            yield ("cta", "data", "url"), data["url"]
         action = cta.get("action")
         buttons = action.get("buttons") if isinstance(action, dict) else None
-        for button in buttons if isinstance(buttons, list) else []:
+        for index, button in enumerate(buttons if isinstance(buttons, list) else []):
             if isinstance(button, dict):
                 for field in ("content", "resultContent"):
                     if isinstance(button.get(field), str):
-                        yield button[field]
+                        yield ("cta", "action", "buttons", index, field), button[field]
+
+
+def _template_texts(template: dict[str, Any]) -> Iterator[str]:
+    for _, text in template_fields(template):
+        yield text
+
+
+def _other_rendered_fields(template: dict[str, Any]) -> Iterator[tuple[Loc, str]]:
+    """An in-app step's avatar and data strings: rendered too, though the trigger's variables leave them out."""
+    if isinstance(template.get("avatar"), str):
+        yield ("avatar",), template["avatar"]
+    pending: list[tuple[Loc, Any]] = [(("data",), template.get("data"))]
+    while pending:
+        loc, value = pending.pop()
+        if isinstance(value, str):
+            yield loc, value
+        elif isinstance(value, dict) and len(loc) < 10:
+            pending += [((*loc, str(key)), item) for key, item in value.items()]
+        elif isinstance(value, list) and len(loc) < 10:
+            pending += [((*loc, index), item) for index, item in enumerate(value)]
+
+
+def template_problems(template: dict[str, Any], loc: Loc) -> list[dict[str, Any]]:
+    """Validation errors for the texts of ``template`` (at ``loc``) that do not parse or name unknown filters."""
+    errors: list[dict[str, Any]] = []
+    for field, text in (*template_fields(template), *_other_rendered_fields(template)):
+        for problem in check_template(text):
+            errors.append(_error((*loc, *field), f"template cannot be used: {problem}", text[:200]))
+    return errors
 
 
 def _payload_key(name: str) -> str:
@@ -302,6 +334,12 @@ _METADATA_MODELS: dict[str, dict[str, type[BaseModel]]] = {
 }
 
 Loc = tuple[str | int, ...]
+
+
+def metadata_keys(step_type: str, kind: str) -> frozenset[str] | None:
+    """The metadata keys a step of this type and kind takes (``digest``, ``timed``); None for an unknown kind."""
+    model = _METADATA_MODELS.get(step_type, {}).get(kind)
+    return frozenset(model.model_fields) if model is not None else None
 
 
 def _error(loc: Loc, message: str, value: Any = None, *, missing: bool = False) -> dict[str, Any]:
@@ -371,12 +409,19 @@ def _versions_by_id(steps: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]
 
 
 def _build_version(
-    request: StepVariantRequest, known: dict[str, dict[str, Any]], loc: Loc, errors: list[dict[str, Any]]
+    request: StepVariantRequest,
+    known: dict[str, dict[str, Any]],
+    loc: Loc,
+    errors: list[dict[str, Any]],
+    *,
+    check_templates: bool,
 ) -> dict[str, Any]:
     template = request.template
     metadata, metadata_errors = _check_metadata(template.type, request.metadata, (*loc, "metadata"))
     errors.extend(metadata_errors)
     errors.extend(_check_content(template, (*loc, "template")))
+    if check_templates:
+        errors.extend(template_problems(_stored_template(template), (*loc, "template")))
     previous = known.get(request.id or "", {})
     version = compact({
         "_id": request.id or new_id(),
@@ -399,10 +444,14 @@ def _build_version(
     return version
 
 
-def build_steps(requests: Sequence[StepRequest], existing: Iterable[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+def build_steps(
+    requests: Sequence[StepRequest], existing: Iterable[dict[str, Any]] = (), *, check_templates: bool = True
+) -> list[dict[str, Any]]:
     """The stored form of the requested steps; raises ValidationFailed for rules pydantic cannot check.
 
-    Each step is chained to the one before it by ``_parentId``, as Novu does.
+    Each step is chained to the one before it by ``_parentId``, as Novu does. With
+    ``check_templates`` (v1's rule), a text that does not parse or names an unknown
+    filter is refused too; v2 saves it and reports it as the step's issues instead.
     """
     known = _versions_by_id(existing)
     errors: list[dict[str, Any]] = []
@@ -412,7 +461,7 @@ def build_steps(requests: Sequence[StepRequest], existing: Iterable[dict[str, An
     parent_id: str | None = None
     for index, request in enumerate(requests):
         loc: Loc = ("steps", index)
-        step = _build_version(request, known, loc, errors)
+        step = _build_version(request, known, loc, errors, check_templates=check_templates)
         variants = []
         for variant_index, variant_request in enumerate(request.variants or []):
             variant_loc: Loc = (*loc, "variants", variant_index)
@@ -424,7 +473,7 @@ def build_steps(requests: Sequence[StepRequest], existing: Iterable[dict[str, An
                         variant_request.template.type,
                     )
                 )
-            variants.append(_build_version(variant_request, known, variant_loc, errors))
+            variants.append(_build_version(variant_request, known, variant_loc, errors, check_templates=check_templates))
         step["variants"] = variants
         for version, version_loc in ((step, loc), *((v, (*loc, "variants", i)) for i, v in enumerate(variants))):
             if version["_id"] in seen_ids:
@@ -543,6 +592,20 @@ async def _resolve_group(session: AsyncSession, principal: Principal, group_id: 
     return group
 
 
+def refuse_code_first_steps(workflow: Workflow) -> None:
+    """A workflow synced from a bridge has its steps in code: they change there (and with ``novu sync``), not here."""
+    if workflow.origin == "external":
+        raise BadRequestError(
+            f"Workflow {workflow.trigger_identifier} is written in code and synced from its bridge: "
+            "change its steps in the code and run novu sync"
+        )
+
+
+async def default_group(session: AsyncSession, principal: Principal) -> NotificationGroup:
+    """The environment's default notification group (made now when it has none)."""
+    return await _resolve_group(session, principal, None)
+
+
 def _conflict(identifier: str) -> ConflictError:
     return ConflictError(f"Workflow with trigger identifier {identifier} already exists in this environment")
 
@@ -604,11 +667,12 @@ async def create_workflow(session: AsyncSession, principal: Principal, request: 
 
 
 async def list_workflows(
-    session: AsyncSession, principal: Principal, page: PageParams, search: str | None = None
+    session: AsyncSession, principal: Principal, page: PageParams, search: str | None = None, *, search_tags: bool = False
 ) -> tuple[list[WorkflowView], int]:
+    """One page of the environment's workflows; ``search`` finds by name or identifier (and tag, with ``search_tags``)."""
     repository = WorkflowRepository(session)
     rows, total = await repository.list_page(
-        principal.environment_id, offset=page.offset, limit=page.limit, search=search
+        principal.environment_id, offset=page.offset, limit=page.limit, search=search, search_tags=search_tags
     )
     groups = await repository.groups_by_id(principal.environment_id, {row.notification_group_id for row in rows})
     return [WorkflowView(row, groups.get(row.notification_group_id)) for row in rows], total
@@ -619,19 +683,40 @@ async def _view(session: AsyncSession, principal: Principal, workflow: Workflow)
     return WorkflowView(workflow, group)
 
 
+async def find_workflow(session: AsyncSession, principal: Principal, workflow_id: str) -> Workflow:
+    """The workflow alone, without its group: what the console's editor and its previews read it for."""
+    return await _require(WorkflowRepository(session), principal, workflow_id)
+
+
 async def get_workflow(session: AsyncSession, principal: Principal, workflow_id: str) -> WorkflowView:
     workflow = await _require(WorkflowRepository(session), principal, workflow_id)
     return await _view(session, principal, workflow)
 
 
 async def update_workflow(
-    session: AsyncSession, principal: Principal, workflow_id: str, request: UpdateWorkflowRequest
+    session: AsyncSession,
+    principal: Principal,
+    workflow_id: str,
+    request: UpdateWorkflowRequest,
+    *,
+    step_controls: Sequence[dict[str, Any] | None] | None = None,
 ) -> WorkflowView:
+    """Update a workflow as the v1 body says.
+
+    ``step_controls`` (the console's editor) sets, by step position, the
+    ``controlValues`` of the steps whose settings are controls only (an
+    ``http_request`` or ``custom`` step), which the v1 body has no field for;
+    None at a position keeps what the step holds.
+    """
     repository = WorkflowRepository(session)
     workflow = await _require(repository, principal, workflow_id)
     given = request.model_fields_set
     if request.steps is not None:
-        _apply_steps(workflow, build_steps(request.steps, existing=workflow.steps or []))
+        refuse_code_first_steps(workflow)
+        steps = build_steps(request.steps, existing=workflow.steps or [])
+        if step_controls is not None:
+            steps = _with_controls(steps, step_controls)
+        _apply_steps(workflow, steps)
     if request.notificationGroupId is not None:
         workflow.notification_group_id = (await _resolve_group(session, principal, request.notificationGroupId)).id
     if request.triggerIdentifier is not None and request.triggerIdentifier != workflow.trigger_identifier:
@@ -658,6 +743,21 @@ async def update_workflow(
     await _flush(session, workflow.trigger_identifier)
     await _workflow_updated(session, workflow)
     return await _view(session, principal, workflow)
+
+
+def _with_controls(steps: list[dict[str, Any]], step_controls: Sequence[dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """The steps with the given ``controlValues``, an ``http_request`` step's checked as the v2 routes check them."""
+    errors: list[dict[str, Any]] = []
+    for index, (step, controls) in enumerate(zip(steps, step_controls, strict=False)):
+        if controls is None:
+            continue
+        if (step.get("template") or {}).get("type") == "http_request":
+            for name, why, value in http_request_step.check_controls(controls):
+                errors.append(_error(("steps", index, "controlValues", *name.split(".")), why, value))
+        step["controlValues"] = dict(controls)
+    if errors:
+        raise ValidationFailed(validation_errors(errors))
+    return steps
 
 
 async def set_workflow_status(session: AsyncSession, principal: Principal, workflow_id: str, active: bool) -> WorkflowView:

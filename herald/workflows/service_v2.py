@@ -21,20 +21,17 @@ from jsonschema.validators import validator_for
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from herald.engine.templates import (
-    TemplateError,
-    render_bounded,
-    render_chat,
-    render_email,
-    render_in_app,
-    render_push,
-    render_sms,
-)
+from herald.engine.maily import MailyError
+from herald.engine.steps import http_request as http_request_step
+from herald.engine.templates import TemplateError
+from herald.environments import protection
 from herald.kit.auth import Principal
+from herald.kit.crypto import SecretBox
 from herald.kit.errors import BadRequestError, NotFoundError, ValidationFailed, validation_errors
 from herald.kit.ids import new_id
 from herald.kit.time import isoformat, utcnow
 from herald.models import Workflow
+from herald.previews import service as previews
 from herald.workflows import controls as control_map
 from herald.workflows import service
 from herald.workflows.repository import WorkflowRepository
@@ -49,7 +46,6 @@ from herald.workflows.schemas_v2 import (
 )
 
 CHANNELS = ("email", "sms", "in_app", "chat", "push")
-ORIGIN = "novu-cloud"
 _OBJECT_ID = re.compile(r"^[0-9a-f]{24}$")
 _SLUG_ID = re.compile(r"_wf_([0-9a-f]{24})$")
 _STEP_SLUG_ID = re.compile(r"_st_([0-9a-f]{24})$")
@@ -110,11 +106,15 @@ def build_v2_steps(requests: Sequence[StepUpsert], existing: Sequence[dict[str, 
     seen: set[str] = set()
     for index, request in enumerate(requests):
         controls = dict(request.controlValues or {})
-        if request.type == "email" and controls.get("editorType") == "block":
-            # The block editor's body is its own JSON document; Herald renders email bodies as HTML.
-            message = "Herald renders email bodies as HTML: send editorType html with an HTML body"
-            errors.append(_error(("steps", index, "controlValues", "editorType"), message, "block"))
-        template, metadata = control_map.to_v1(request.type, controls)
+        if request.type == "http_request":
+            for name, why, value in http_request_step.check_controls(controls):
+                errors.append(_error(("steps", index, "controlValues", *name.split(".")), why, value))
+        try:
+            template, metadata = control_map.to_v1(request.type, controls)
+        except MailyError as exc:
+            # The block editor's document (herald/engine/maily.py) cannot be made into a template.
+            errors.append(_error(("steps", index, "controlValues", "body"), str(exc), None))
+            template, metadata = control_map.to_v1(request.type, {**controls, "body": ""})
         previous = _existing_step(existing, request)
         key = (
             request.stepId
@@ -139,14 +139,18 @@ def build_v2_steps(requests: Sequence[StepUpsert], existing: Sequence[dict[str, 
     if errors:
         raise ValidationFailed(validation_errors(errors))
     try:
-        steps = service.build_steps(v1_requests, existing)
+        steps = service.build_steps(v1_requests, existing, check_templates=False)
     except ValidationFailed as exc:
         raise ValidationFailed(_v2_names(exc.extra.get("errors") or {})) from exc
-    for step, (key, kept) in zip(steps, extras, strict=True):
+    for step, request, (key, kept) in zip(steps, requests, extras, strict=True):
         step["stepId"] = key
         step.pop("controlValues", None)
         if kept:
             step["controlValues"] = kept
+        # Saved all the same, as Novu does; the engine fails the step with them (runner._evaluate).
+        issues = control_map.step_issues(request.type, dict(request.controlValues or {}))
+        if issues:
+            step["issues"] = issues
     return steps
 
 
@@ -206,20 +210,61 @@ def _variables_schema(workflow: Workflow) -> dict[str, Any]:
 
 
 def step_to_v2(workflow: Workflow, step: dict[str, Any]) -> dict[str, Any]:
+    if step.get("bridge"):
+        return _bridge_step_to_v2(workflow, step)
     values = control_map.from_v1(step)
-    return {
+    answer = {
         "_id": step["_id"],
         "stepId": control_map.step_key(step),
         "name": step.get("name") or _step_type(step),
         "slug": control_map.step_slug(step),
         "type": _step_type(step),
-        "origin": ORIGIN,
+        "origin": workflow.origin,
         "workflowId": workflow.trigger_identifier,
         "workflowDatabaseId": workflow.id,
         "controls": {"values": values},
         "controlValues": values,
         "variables": _variables_schema(workflow),
     }
+    # Worked out from the step as it is, so a step saved before templates were checked shows its issues too.
+    issues = control_map.step_issues(_step_type(step), values)
+    if issues:
+        answer["issues"] = issues
+    return answer
+
+
+def _bridge_step_to_v2(workflow: Workflow, step: dict[str, Any]) -> dict[str, Any]:
+    """A code-first step: its content is the bridge's, so its controls are the schema the code declared,
+    with the values saved for it (herald/bridge/controls.py)."""
+    template = step.get("template") or {}
+    saved = step.get("controlValues") if isinstance(step.get("controlValues"), dict) else {}
+    controls: dict[str, Any] = {"values": dict(saved)}
+    schema = (template.get("controls") or {}).get("schema")
+    if isinstance(schema, dict):
+        controls["dataSchema"] = schema
+    return {
+        "_id": step["_id"],
+        "stepId": control_map.step_key(step),
+        "name": step.get("name") or _step_type(step),
+        "slug": control_map.step_slug(step),
+        "type": _step_type(step),
+        "origin": workflow.origin,
+        "workflowId": workflow.trigger_identifier,
+        "workflowDatabaseId": workflow.id,
+        "controls": controls,
+        "controlValues": dict(saved),
+        "variables": _variables_schema(workflow),
+    }
+
+
+def workflow_status(workflow: Workflow) -> str:
+    """Novu's status: ERROR when a step has issues, else ACTIVE or INACTIVE."""
+    for step in workflow.steps or []:
+        if step.get("bridge"):
+            continue
+        if control_map.step_issues(_step_type(step), control_map.from_v1(step)):
+            return "ERROR"
+    return "ACTIVE" if workflow.active else "INACTIVE"
 
 
 def to_v2(workflow: Workflow) -> dict[str, Any]:
@@ -237,8 +282,8 @@ def to_v2(workflow: Workflow) -> dict[str, Any]:
         "isTranslationEnabled": workflow.is_translation_enabled,
         "severity": workflow.severity or "none",
         "preferences": preferences_from_v1(workflow),
-        "status": "ACTIVE" if workflow.active else "INACTIVE",
-        "origin": ORIGIN,
+        "status": workflow_status(workflow),
+        "origin": workflow.origin,
         "steps": [step_to_v2(workflow, step) for step in workflow.steps or []],
         "issues": {},
         "createdAt": isoformat(workflow.created_at),
@@ -254,8 +299,8 @@ def to_list_item(workflow: Workflow) -> dict[str, Any]:
         "slug": control_map.workflow_slug(workflow.name, workflow.id),
         "name": workflow.name,
         "tags": list(workflow.tags or []),
-        "status": "ACTIVE" if workflow.active else "INACTIVE",
-        "origin": ORIGIN,
+        "status": workflow_status(workflow),
+        "origin": workflow.origin,
         "stepTypeOverviews": [_step_type(step) for step in steps],
         "steps": [{"slug": control_map.step_slug(step), "type": _step_type(step)} for step in steps],
         "isTranslationEnabled": workflow.is_translation_enabled,
@@ -359,17 +404,17 @@ async def search_workflows(
 ) -> tuple[list[Workflow], int]:
     """One page of the environment's workflows that match, and how many match.
 
-    Tags are matched here, not in SQL: the tags are a JSON list, whose
-    containment SQLite and PostgreSQL test differently, and an environment has
-    few workflows.
+    Tags and statuses are matched here, not in SQL: the tags are a JSON list, whose
+    containment SQLite and PostgreSQL test differently, a status is worked out from
+    the steps, and an environment has few workflows.
     """
     wanted = set(statuses)
-    active = True if wanted == {"ACTIVE"} else False if wanted == {"INACTIVE"} else None
     rows = await WorkflowRepository(session).search(
-        principal.environment_id, search=query, active=active, order_by=order_by, descending=descending
+        principal.environment_id, search=query, active=None, order_by=order_by, descending=descending
     )
-    if wanted and active is None and not wanted & {"ACTIVE", "INACTIVE"}:
-        rows = []
+    if wanted:
+        # The status is worked out from the steps (ERROR when one has issues), not stored.
+        rows = [row for row in rows if workflow_status(row) in wanted]
     if tags:
         rows = [row for row in rows if set(tags) & set(row.tags or [])]
     return list(rows[offset : offset + limit]), len(rows)
@@ -384,6 +429,7 @@ async def update_workflow(
 ) -> Workflow:
     repository = WorkflowRepository(session)
     workflow = await find(repository, principal.environment_id, key)
+    service.refuse_code_first_steps(workflow)
     steps = build_v2_steps(request.steps, workflow.steps or [])
     if request.workflowId is not None and request.workflowId != workflow.trigger_identifier:
         await service._claim_identifier(repository, principal, request.workflowId, excluding_id=workflow.id)
@@ -436,7 +482,12 @@ def _copied_steps(steps: Sequence[dict[str, Any]], existing: Sequence[dict[str, 
 
 
 async def sync_workflow(session: AsyncSession, principal: Principal, key: str, target_environment_id: str) -> Workflow:
-    """Copy the workflow into another environment of the organization, or bring the copy there up to date."""
+    """Copy the workflow into another environment of the organization, or bring the copy there up to date.
+
+    A protected target refuses: the source is always the caller's environment,
+    and a protected environment is changed by its own keys alone (its key
+    publishes from this one instead, herald/environments).
+    """
     if target_environment_id == principal.environment_id:
         raise BadRequestError("Cannot sync workflow to the same environment")
     repository = WorkflowRepository(session)
@@ -444,6 +495,7 @@ async def sync_workflow(session: AsyncSession, principal: Principal, key: str, t
     environment = await repository.environment_of_organization(principal.organization_id, target_environment_id)
     if environment is None:
         raise NotFoundError(f"Environment {target_environment_id} not found")
+    protection.require_change(principal, environment)
     target_principal = dataclasses.replace(principal, environment_id=environment.id)
     target = await repository.get_by_identifier(environment.id, source.trigger_identifier)
     now = utcnow()
@@ -493,41 +545,13 @@ def _find_step(workflow: Workflow, key: str) -> dict[str, Any]:
     raise NotFoundError("Step cannot be found", ctx={"workflowId": workflow.trigger_identifier, "stepId": key})
 
 
-def _render_target(step_type: str, controls: dict[str, Any]) -> dict[str, Any]:
-    template, _ = control_map.to_v1(step_type, controls)
-    return template
-
-
-async def _render_preview(step_type: str, controls: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
-    template = _render_target(step_type, controls)
-    if step_type == "in_app":
-        rendered = await render_bounded(render_in_app, template, context)
-        preview: dict[str, Any] = {"body": rendered.get("content", "")}
-        for key in ("subject", "avatar", "data"):
-            if rendered.get(key) is not None:
-                preview[key] = rendered[key]
-        back = control_map.from_v1({"template": {**template, **rendered, "type": "in_app"}})
-        for key in ("redirect", "primaryAction", "secondaryAction"):
-            if key in back:
-                preview[key] = back[key]
-        return preview
-    if step_type == "email":
-        email = await render_bounded(
-            render_email, template.get("content") or "", template.get("subject") or "", context
-        )
-        return {"subject": email.subject, "body": email.html}
-    if step_type == "sms":
-        return {"body": await render_bounded(render_sms, template.get("content") or "", context)}
-    if step_type == "chat":
-        return {"body": await render_bounded(render_chat, template.get("content") or "", context)}
-    if step_type == "push":
-        push = await render_bounded(render_push, template.get("title"), template.get("content"), context)
-        return {"subject": push.title, "body": push.content}
-    return {key: value for key, value in controls.items() if key in control_map.MAPPED_CONTROLS.get(step_type, ())}
-
-
 async def generate_preview(
-    session: AsyncSession, principal: Principal, key: str, step_key: str, request: GeneratePreviewRequest
+    session: AsyncSession,
+    principal: Principal,
+    key: str,
+    step_key: str,
+    request: GeneratePreviewRequest,
+    bridge: BridgeAccess | None = None,
 ) -> dict[str, Any]:
     """The step's controls (the stored ones, or those sent) rendered for the payload and subscriber sent.
 
@@ -537,6 +561,8 @@ async def generate_preview(
     workflow = await find(WorkflowRepository(session), principal.environment_id, key)
     step = _find_step(workflow, step_key)
     step_type = _step_type(step)
+    if step.get("bridge"):
+        return await _bridge_preview(session, principal, workflow, step, request, bridge)
     controls = request.controlValues if request.controlValues is not None else control_map.from_v1(step)
     given = request.previewPayload.model_dump(exclude_none=True) if request.previewPayload is not None else {}
     example = {"payload": {}, "subscriber": {}, **given}
@@ -548,10 +574,43 @@ async def generate_preview(
         "tenant": {},
     }
     result: dict[str, Any] = {"type": step_type}
+    schema = workflow.payload_schema  # read before the preview closes the session
     try:
-        result["preview"] = await _render_preview(step_type, controls, context)
+        result["preview"] = await previews.preview_step(session, principal.environment_id, step_type, controls, context)
     except TemplateError as exc:
         if step_type not in CHANNEL_STEP_TYPES:
             raise
         result["error"] = {"title": "Preview failed", "message": str(exc), "hint": "Check the step's template syntax"}
-    return {"previewPayloadExample": example, "result": result, "schema": workflow.payload_schema}
+    return {"previewPayloadExample": example, "result": result, "schema": schema}
+
+
+@dataclasses.dataclass(frozen=True)
+class BridgeAccess:
+    """What previewing a code-first step needs besides the store: the client to its bridge, the key box."""
+
+    http: Any
+    box: SecretBox
+
+
+async def _bridge_preview(
+    session: AsyncSession,
+    principal: Principal,
+    workflow: Workflow,
+    step: dict[str, Any],
+    request: GeneratePreviewRequest,
+    bridge: BridgeAccess | None,
+) -> dict[str, Any]:
+    """A code-first step's preview comes from its bridge: its content lives in code."""
+    given = request.previewPayload.model_dump(exclude_none=True) if request.previewPayload is not None else {}
+    example = {"payload": {}, "subscriber": {}, **given}
+    schema, workflow_id = workflow.payload_schema, workflow.trigger_identifier
+    result: dict[str, Any] = {"type": _step_type(step)}
+    if bridge is None:
+        result["error"] = {"title": "Preview failed", "message": "The step is written in code", "hint": "Preview it from its bridge"}
+    else:
+        result.update(
+            await previews.preview_bridge_step(
+                session, principal.environment_id, workflow_id, step, example, http=bridge.http, box=bridge.box
+            )
+        )
+    return {"previewPayloadExample": example, "result": result, "schema": schema}

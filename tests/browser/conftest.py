@@ -32,6 +32,7 @@ from tests.fixtures.server import free_port
 
 HERE = Path(__file__).resolve().parent
 BUILD = HERE / "build"
+EXAMPLE_PAGE = HERE.parents[1] / "examples" / "inbox" / "index.html"
 BUNDLE = BUILD / "novu.js"
 CHROMIUM = Path(os.environ.get("HERALD_TEST_CHROMIUM", "/usr/bin/chromium"))
 
@@ -119,7 +120,8 @@ class PageServer:
 @pytest.fixture(scope="session")
 def page_server(novu_bundle: Path) -> Iterator[PageServer]:
     files = {
-        "/": (HERE / "page.html", "text/html; charset=utf-8"),
+        # The example page docs/inbox.md starts with: the tests load it as a reader would.
+        "/": (EXAMPLE_PAGE, "text/html; charset=utf-8"),
         "/novu.js": (novu_bundle, "text/javascript; charset=utf-8"),
     }
     with PageServer(files) as server:

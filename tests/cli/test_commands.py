@@ -8,11 +8,13 @@ import socket
 import stat
 import subprocess
 import time
+import tomllib
 from pathlib import Path
 
 import httpx
 import pytest
 
+import herald
 from herald.kit.db import create_engine, create_sessionmaker
 from herald.organizations.repository import OrganizationRepository
 from herald.organizations.service import hash_api_key
@@ -77,10 +79,64 @@ async def test_migrate_bootstrap_and_keys(empty_database: stores.TestDatabase, t
     again = herald.run_command("keys", "revoke", created["apiKey"])
     assert (again.returncode, again.stderr.strip()) == (1, "no such active key")
 
+    # One line a key, masked: never the key itself.
+    listed = herald.run("keys", "list").splitlines()
+    assert [line.split(" ")[0] for line in listed] == ["Development", "Production", "Production"]
+    shown = [created, development, production]
+    for line, key in zip(listed, [development, production, created], strict=True):
+        assert f" {key['apiKey'][:3]}****{key['apiKey'][-4:]} created " in line
+        assert not any(item["apiKey"] in line for item in shown)
+    assert [line.split(" ")[4] for line in listed] == ["active", "active", "revoked"]
+
+
+def test_version() -> None:
+    done = subprocess.run([*HERALD_COMMAND, "--version"], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout) == (0, f"herald {herald.__version__}\n")
+    assert herald.__version__ == tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+async def _protected(url: str) -> dict[str, bool]:
+    engine = create_engine(url, pool_size=1)
+    try:
+        async with create_sessionmaker(engine)() as session:
+            organization = await OrganizationRepository(session).first_organization()
+            assert organization is not None
+            environments = await OrganizationRepository(session).list_environments(organization.id)
+            return {environment.name: environment.protected for environment in environments}
+    finally:
+        await engine.dispose()
+
+
+async def test_environments_protect_and_unprotect(empty_database: stores.TestDatabase, tmp_path: Path) -> None:
+    """The operator sets ``protected`` without a key; Production starts protected."""
+    herald = HeraldProcesses(database_url=empty_database.url, data_dir=tmp_path / "data", log_dir=tmp_path / "logs")
+    herald.migrate()
+    development, production = json.loads(herald.run("bootstrap", "--json"))["environments"]
+    assert await _protected(empty_database.url) == {"Development": False, "Production": True}
+
+    lifted = json.loads(herald.run("environments", "unprotect", "Production"))
+    assert lifted == {"environmentId": production["_id"], "name": "Production", "protected": False}
+    protected = json.loads(herald.run("environments", "protect", "Development"))
+    assert protected == {"environmentId": development["_id"], "name": "Development", "protected": True}
+    assert await _protected(empty_database.url) == {"Development": True, "Production": False}
+
+    unknown = herald.run_command("environments", "protect", "Nope")
+    assert (unknown.returncode, unknown.stdout) == (1, "")
+    assert unknown.stderr.strip().splitlines() == [
+        "herald environments: Environment Nope not found (environments: Development, Production)"
+    ]
+
 
 def _plain_environment(**extra: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("HERALD_")}
     return {**env, "PYTHONPATH": str(REPO_ROOT), **extra}
+
+
+def _herald(folder: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``herald ARGS`` run in ``folder`` with only these settings; its exit code and output, whatever they are."""
+    return subprocess.run(
+        [*HERALD_COMMAND, *args], cwd=folder, env=_plain_environment(**env), capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def test_without_a_secret_key_one_is_generated_into_the_data_folder(tmp_path: Path) -> None:
@@ -130,6 +186,24 @@ def test_dev_smtp_leaves_no_data_folder_behind(tmp_path: Path) -> None:
 
 
 
+def test_serve_on_a_port_in_use_says_so_in_one_line_before_starting_anything(tmp_path: Path) -> None:
+    herald = HeraldProcesses(
+        database_url=f"sqlite:///{tmp_path / 'herald.db'}", data_dir=tmp_path / "data", log_dir=tmp_path / "logs"
+    )
+    herald.migrate()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = herald.run_command("serve", "--host", "127.0.0.1", "--port", str(port))
+    assert done.returncode == 1
+    # Nothing started before it (no worker, no application startup): the one line is all.
+    assert done.stderr.strip().splitlines() == [
+        f"herald serve: port {port} is in use on 127.0.0.1 (is Herald already running?): "
+        "stop that process, or choose another port with --port or HERALD_PORT"
+    ]
+
+
 async def test_serve_listens_where_bootstrap_announces(tmp_path: Path) -> None:
     """``make run``: ``bootstrap --announce`` then ``serve`` without flags, both from HERALD_HOST/HERALD_PORT."""
     port = free_port()
@@ -159,15 +233,7 @@ async def test_serve_listens_where_bootstrap_announces(tmp_path: Path) -> None:
 
 
 def test_a_setting_that_is_not_a_number_is_named_without_a_traceback(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [*HERALD_COMMAND, "worker"],
-        cwd=tmp_path,
-        env=_plain_environment(HERALD_DATA_DIR=str(tmp_path / "data"), HERALD_WORKER_NICE="low"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _herald(tmp_path, "worker", HERALD_DATA_DIR=str(tmp_path / "data"), HERALD_WORKER_NICE="low")
     assert done.returncode == 1
     assert done.stderr.strip().endswith("herald worker: HERALD_WORKER_NICE must be a whole number, not 'low'")
     assert "Traceback" not in done.stderr
@@ -197,3 +263,23 @@ def test_herald_worker_gives_way_to_busy_api_processes_unless_told_not_to_defer(
     monkeypatch.setattr(cli, "settle_heap", lambda: None)  # and its collector
     assert cli.main(["worker", "--nice", nice]) == 0
     assert seen == {"give_way": gives_way}
+
+
+def test_an_unknown_log_format_is_named_without_a_traceback(tmp_path: Path) -> None:
+    done = _herald(tmp_path, "migrate", HERALD_DATA_DIR=str(tmp_path / "data"), HERALD_LOG_FORMAT="xml")
+    assert (done.returncode, done.stderr.strip()) == (1, "herald migrate: HERALD_LOG_FORMAT must be text or json, not 'xml'")
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_workers_metrics_port_in_use_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    from herald.migrations import upgrade
+
+    upgrade(f"sqlite:///{tmp_path / 'herald.db'}")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _herald(tmp_path, "worker", "--nice", "0", "--metrics-port", str(port), HERALD_DATA_DIR=str(tmp_path))
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith(f"herald worker: cannot serve the metrics on 127.0.0.1:{port}: ")
+    assert "Traceback" not in done.stderr

@@ -22,7 +22,13 @@ from tests.fixtures.server import free_port
 
 # serve and worker would otherwise run on; the test fails when they do not exit soon.
 REFUSAL_TIMEOUT = 30.0
-COMMANDS_THAT_NEED_THE_SCHEMA = [("bootstrap",), ("serve", "--no-worker"), ("worker",), ("keys", "create", "--environment", "Development")]
+COMMANDS_THAT_NEED_THE_SCHEMA = [
+    ("bootstrap",),
+    ("serve", "--no-worker"),
+    ("worker",),
+    ("keys", "create", "--environment", "Development"),
+    ("environments", "protect", "Production"),
+]
 
 
 def _herald(database_url: str, tmp_path: Path) -> HeraldProcesses:

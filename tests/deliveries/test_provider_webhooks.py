@@ -42,6 +42,7 @@ from herald.webhooks.events import LISTENING
 from tests.conftest import BASE_URL, Tenancy, assert_error, make_client
 from tests.fixtures import stores
 from tests.fixtures.builders import create_integration, create_subscriber, insert_in_app_message
+from tests.fixtures.peers import FLOOD_BYTES, FLOOD_IN_FLIGHT, FloodingHttpServer
 
 
 @dataclass
@@ -424,9 +425,10 @@ async def test_twilio_signature_is_over_the_public_url_when_set(
 def mailgun_body(message_id: str, event: str, signing_key: str | None, timestamp: int, **data: Any) -> dict[str, Any]:
     """Mailgun's webhook body (its documentation's sample), signed with ``signing_key`` when given.
 
-    Each event has an id of its own, as Mailgun gives it (``event-data.id``: what tells a copy from another event).
+    Each event has an id of its own, as Mailgun gives it (``event-data.id``: what tells a copy from another event),
+    and each signature a random token of 50 characters, as Mailgun makes them.
     """
-    token = "a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0"
+    token = uuid.uuid4().hex + uuid.uuid4().hex[:18]
     signed = hmac.new((signing_key or "x").encode(), f"{timestamp}{token}".encode(), hashlib.sha256).hexdigest()
     return {
         "signature": {"timestamp": str(timestamp), "token": token, "signature": signed},
@@ -480,6 +482,104 @@ async def test_mailgun_events_unsigned_without_a_key_and_signed_with_one(
     after, details = await stored(app, setup.message.id)
     assert after.delivery_status == "bounced" and "mailbox unavailable" in (after.error_text or "")
     assert [d.status for d in details] == ["Success", "Failed"]
+
+
+def mailgun_signed(body: dict[str, Any], signing_key: str, timestamp: int | str, token: str) -> dict[str, Any]:
+    """``body`` carrying another signature: ``token`` at ``timestamp``, signed with ``signing_key``."""
+    signed = hmac.new(signing_key.encode(), f"{timestamp}{token}".encode(), hashlib.sha256).hexdigest()
+    return {**body, "signature": {"timestamp": str(timestamp), "token": token, "signature": signed}}
+
+
+MAILGUN_KEY = "key-signing-0123456789abcdef"
+MAILGUN_BOUNCE = {
+    "severity": "permanent",
+    "reason": "bounce",
+    "delivery-status": {"code": 550, "message": "No such user", "description": "mailbox unavailable"},
+}
+
+
+async def test_mailgun_a_signature_replayed_with_another_body_is_refused(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    """Mailgun signs its timestamp and token, not the body: each token is taken once, by every API process."""
+    from herald.app import create_app
+
+    mailgun_id = "20260102030405.4.REPLAY@mg.example.com"
+    setup = await set_up(
+        api, app, tenancy, "mailgun", f"<{mailgun_id}>", configurations={"inboundWebhookSigningKey": MAILGUN_KEY}
+    )
+    now = int(time.time())
+    delivered = mailgun_body(mailgun_id, "delivered", MAILGUN_KEY, now)
+    assert [r.event.status for r in results(await anonymous.post(setup.path, json=delivered))] == ["delivered"]
+
+    # The captured signature with a body of the attacker's: another event, which the event keys would take.
+    forged = {**mailgun_body(mailgun_id, "failed", None, now, **MAILGUN_BOUNCE), "signature": delivered["signature"]}
+    body = assert_error(await anonymous.post(setup.path, json=forged), 401)
+    assert "used already" in body["message"]
+    # Another API process on the same store refuses it too: the spent token is in the store.
+    other_process = create_app(app.state.settings)
+    try:
+        async with make_client(other_process) as other:
+            assert_error(await other.post(setup.path, json=forged), 401)
+    finally:
+        await other_process.state.engine.dispose()
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "delivered" and [d.status for d in details] == ["Success"]
+
+    # A timestamp that is not a finite number is refused as any unreadable one.
+    for timestamp in ("nan", "inf"):
+        odd = mailgun_signed(forged, MAILGUN_KEY, timestamp, f"token-{timestamp}")
+        assert_error(await anonymous.post(setup.path, json=odd), 401)
+    # Out of the window, a fresh token is refused as before.
+    stale = mailgun_signed(forged, MAILGUN_KEY, now - 3600, "a-fresh-but-stale-token")
+    assert "seconds from now" in assert_error(await anonymous.post(setup.path, json=stale), 401)["message"]
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "delivered" and [d.status for d in details] == ["Success"]
+
+    # A request refused after its signature was checked (a body Mailgun would not send) spends nothing:
+    # its transaction is rolled back, so a retry with the same token is taken.
+    retried = mailgun_signed(forged, MAILGUN_KEY, now, "a-fresh-token")
+    unreadable = {key: value for key, value in retried.items() if key != "event-data"}
+    assert_error(await anonymous.post(setup.path, json=unreadable), 400)
+    assert [r.event.status for r in results(await anonymous.post(setup.path, json=retried))] == ["bounced"]
+    after, details = await stored(app, setup.message.id)
+    assert after.delivery_status == "bounced" and [d.status for d in details] == ["Success", "Failed"]
+
+
+async def test_another_environments_key_cannot_read_the_signing_key_to_forge_events(
+    api: httpx.AsyncClient,
+    production_api: httpx.AsyncClient,
+    app: FastAPI,
+    tenancy: Tenancy,
+    anonymous: httpx.AsyncClient,
+) -> None:
+    """A Development key reads Production's integrations (the lists are organization-wide), never its signing key."""
+    mailgun_id = "20260102030405.5.PRODUCTION@mg.example.com"
+    production = await set_up(
+        production_api,
+        app,
+        replace(tenancy, environment_id=tenancy.production_environment_id),
+        "mailgun",
+        f"<{mailgun_id}>",
+        active=True,
+        credentials={"apiKey": "key-production", "domain": "mg.example.com"},
+        configurations={"inboundWebhookSigningKey": MAILGUN_KEY},
+    )
+    shown = set()
+    for path in ("/v1/integrations", "/v1/integrations/active"):
+        response = await api.get(path)
+        assert response.status_code == 200, response.text
+        [listed] = [item for item in response.json()["data"] if item["_id"] == production.integration["_id"]]
+        shown.add(listed["configurations"]["inboundWebhookSigningKey"])
+    now = int(time.time())
+    for key in shown:
+        forged = mailgun_body(mailgun_id, "failed", key, now, **MAILGUN_BOUNCE)
+        assert_error(await anonymous.post(production.path, json=forged), 401)
+    await assert_unchanged(app, production.message)
+    assert shown == {"****"}
+    # Production's own key still reads Mailgun's events: the sealed key is opened to check them.
+    signed = mailgun_body(mailgun_id, "failed", MAILGUN_KEY, now, **MAILGUN_BOUNCE)
+    assert [r.event.status for r in results(await anonymous.post(production.path, json=signed))] == ["bounced"]
 
 
 async def test_mailgun_a_temporary_failure_is_not_a_bounce(
@@ -1177,6 +1277,22 @@ async def test_reaching_back_to_a_provider_goes_through_the_outbound_policy() ->
             await fetch.client.aclose()
 
 
+async def test_reaching_back_to_a_provider_reads_at_most_the_limit() -> None:
+    """A certificate URL answering 200 MB: refused once past 64 KB, and the connection closed after at most 1 MB."""
+    flood = await FloodingHttpServer().start()
+    fetch = ProviderFetch(OutboundPolicy.allowing(["127.0.0.1"]))
+    try:
+        with pytest.raises(ServiceUnavailableError) as refused:
+            await fetch(f"{flood.url}/SimpleNotificationService.pem")
+        written = await flood.wait_finished()
+    finally:
+        flood.close()
+        if fetch.client is not None:
+            await fetch.client.aclose()
+    assert refused.value.message == "127.0.0.1 answered more than 64 KB"
+    assert written < FLOOD_IN_FLIGHT < FLOOD_BYTES
+
+
 # -- the same event delivered twice ------------------------------------------------------------
 #
 # Providers deliver at least once: a retry after a timeout, or a signed request replayed within its
@@ -1330,6 +1446,26 @@ async def test_copies_arriving_at_the_same_moment_record_once(
     _, details = await stored(app, setup.message.id)
     assert [d.raw["event"] for d in details] == ["delivered", "open"]
     assert await outbound_events(app, tenancy) == [("message.delivered", setup.message.id)]
+
+
+async def test_mailgun_one_token_in_requests_arriving_at_the_same_moment_is_taken_once(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, anonymous: httpx.AsyncClient
+) -> None:
+    """The genuine request and a replay of its signature with another body in flight together: one is taken."""
+    mailgun_id = "20260102030405.6.RACE@mg.example.com"
+    setup = await set_up(
+        api, app, tenancy, "mailgun", f"<{mailgun_id}>", configurations={"inboundWebhookSigningKey": MAILGUN_KEY}
+    )
+    now = int(time.time())
+    opened = mailgun_body(mailgun_id, "opened", MAILGUN_KEY, now)
+    bodies = [
+        mailgun_signed(mailgun_body(mailgun_id, event, None, now), MAILGUN_KEY, now, opened["signature"]["token"])
+        for event in ("opened", "clicked", "delivered", "failed")
+    ]
+    answers = await asyncio.gather(*(anonymous.post(setup.path, json=body) for body in bodies))
+    assert sorted(answer.status_code for answer in answers) == [200, 401, 401, 401]
+    _, details = await stored(app, setup.message.id)
+    assert len(details) == 1
 
 
 async def test_a_key_claimed_by_a_transaction_not_yet_committed_is_not_claimed_again(

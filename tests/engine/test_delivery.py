@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email
+import threading
 from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import select
+from sqlalchemy import select, update
 
+from herald.app import build_worker
 from herald.engine.worker import Worker
+from herald.kit.time import utcnow
 from herald.models import Job
 from tests.conftest import Tenancy
 from tests.engine.conftest import details_of, jobs_of, messages_of, trigger
@@ -609,3 +615,146 @@ async def test_a_store_of_accepted_deliveries_cut_short_leaves_no_step_waiting(a
     accepted._writer.cancel()
     results = await asyncio.wait_for(asyncio.gather(first, second, return_exceptions=True), 5)
     assert all(isinstance(result, BaseException) for result in results), results
+
+
+# --- at least once, and what providers deduplicate ---------------------------------------------
+
+PUSH = {"name": "push", "template": {"type": "push", "title": "Order", "content": "Order {{payload.order}} shipped"}}
+
+
+async def keyed_provider(api: httpx.AsyncClient, peer: HttpPeer, provider_id: str) -> tuple[peers.KeyedSends, dict[str, Any], str]:
+    """A fake of a provider that takes idempotency keys, the integration that talks to it, a subscriber it reaches, the path."""
+    if provider_id == "resend":
+        sends, path, channel, credentials = peers.install_resend(peer, api_key="re_key"), "/emails", "email", {"apiKey": "re_key"}
+    elif provider_id == "sendinblue":
+        sends, path, channel, credentials = peers.install_brevo(peer, api_key="xkeysib-1"), "/v3/smtp/email", "email", {"apiKey": "xkeysib-1"}
+    else:
+        sends = peers.install_onesignal(peer, app_id="app-1", api_key="os_v2_key", subscribed={"device-1"})
+        path, channel, credentials = "/api/v1/notifications", "push", {"applicationId": "app-1", "apiKey": "os_v2_key"}
+    await create_integration(
+        api, providerId=provider_id, channel=channel, active=True, credentials={**credentials, "from": "a@example.com", "baseUrl": peer.url}
+    )
+    subscriber = await create_subscriber(api, email="ada@example.com")
+    if channel == "push":
+        response = await api.put(
+            f"/v1/subscribers/{subscriber['subscriberId']}/credentials",
+            json={"providerId": provider_id, "credentials": {"deviceTokens": ["device-1"]}},
+        )
+        assert response.status_code == 200, response.text
+    return sends, subscriber, path
+
+
+@pytest.mark.parametrize("provider_id", ["resend", "sendinblue", "one-signal"])
+async def test_a_send_whose_answer_was_lost_is_sent_again_under_the_same_key_and_the_provider_sends_it_once(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer, provider_id: str
+) -> None:
+    """The provider took the message and its answer was lost (a 502 from its gateway): the retry carries the same key."""
+    sends, subscriber, path = await keyed_provider(api, peer, provider_id)
+    peers.answer_lost_once(peer, "POST", path)
+    workflow = await create_workflow(api, steps=[PUSH if provider_id == "one-signal" else EMAIL])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "K-1"})
+
+    [job] = await settle(worker, app, result["transactionId"])
+
+    assert (job.status, job.attempts) == ("completed", 2)
+    [first, again] = sends.keys
+    assert first and first == again
+    assert sends.sent == 1
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert message.status == "sent"
+    if provider_id == "sendinblue":
+        # Brevo refuses the repeat without the first answer's id: the message is sent, without one.
+        assert message.provider_message_id is None
+        assert any("did not send it again" in d.detail for d in await details_of(app, result["transactionId"]))
+    else:
+        [(_, first_answer)] = sends.answers.values()
+        assert message.provider_message_id == first_answer["id"]
+
+
+async def test_two_messages_never_share_a_key(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, peer: HttpPeer
+) -> None:
+    sends, subscriber, _ = await keyed_provider(api, peer, "resend")
+    workflow = await create_workflow(api, steps=[EMAIL, {**EMAIL, "name": "again"}])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "K-2"})
+    await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "K-2"})
+
+    await settle(worker, app, result["transactionId"])
+    await worker.run_until_idle()
+
+    assert sends.sent == 4 and len(set(sends.keys)) == 4
+
+
+async def smtp_integration(api: httpx.AsyncClient, smtp: SmtpPeer) -> None:
+    await create_integration(
+        api,
+        providerId="nodemailer",
+        active=True,
+        credentials={"host": "127.0.0.1", "port": str(smtp.port), "from": "herald@example.com", "ignoreTls": True},
+    )
+
+
+def message_id(mail: peers.ReceivedMail) -> str:
+    return str(email.message_from_bytes(mail.data)["Message-ID"])
+
+
+async def test_an_email_sent_again_keeps_its_message_id_and_a_refusal_leaves_no_doubt(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, smtp: SmtpPeer
+) -> None:
+    """The server refuses the first attempt after its data (451): the retry carries the same Message-ID, and is no copy."""
+    await smtp_integration(api, smtp)
+    smtp.defer_data = 1
+    subscriber = await create_subscriber(api, email="ada@example.com")
+    workflow = await create_workflow(api, steps=[EMAIL])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "M-1"})
+
+    [job] = await settle(worker, app, result["transactionId"])
+
+    assert (job.status, job.attempts, job.handed_over) == ("completed", 2, None)
+    [refused], [accepted] = smtp.deferred, smtp.received
+    assert message_id(refused) == message_id(accepted)
+    assert message_id(accepted).endswith("@example.com>")
+    details = [d.detail for d in await details_of(app, result["transactionId"])]
+    assert any("451" in detail for detail in details)
+    assert not any("may arrive twice" in detail for detail in details)
+
+
+async def test_an_email_whose_worker_stopped_after_its_data_is_sent_again_with_the_same_message_id_and_said_so(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, smtp: SmtpPeer
+) -> None:
+    """The server has the data and its answer is held when the worker stops: the next worker knows, and sends it again."""
+    await smtp_integration(api, smtp)
+    smtp.hold_data = threading.Event()
+    subscriber = await create_subscriber(api, email="ada@example.com")
+    workflow = await create_workflow(api, steps=[EMAIL])
+    result = await trigger(api, name_of(workflow), subscriber["subscriberId"], payload={"order": "M-2"})
+    first = build_worker(replace(app.state.settings, retry_base_seconds=0.01), app.state.sessionmaker)
+    second = build_worker(replace(app.state.settings, retry_base_seconds=0.01), app.state.sessionmaker)
+    try:
+        running = asyncio.ensure_future(first.run_until_idle())
+        while not smtp.received:
+            assert not running.done(), running
+            await asyncio.sleep(0.01)
+        [job] = [j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
+        # Written before the send began: this attempt handed the email over.
+        assert (job.status, job.attempts, job.handed_over) == ("running", 1, 1)
+        running.cancel()  # the worker stops there, before the server's answer
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        async with app.state.sessionmaker() as session, session.begin():
+            await session.execute(update(Job).where(Job.id == job.id).values(locked_until=utcnow() - timedelta(seconds=1)))
+        smtp.hold_data.set()
+        await second.runner.take_back_from_dead_workers()
+        [job] = await settle(second, app, result["transactionId"])
+    finally:
+        smtp.hold_data.set()
+        for engine_worker in (first, second):
+            await engine_worker.http.aclose()
+
+    assert (job.status, job.attempts, job.handed_over) == ("completed", 2, None)
+    assert len(smtp.received) == 2
+    assert message_id(smtp.received[0]) == message_id(smtp.received[1])
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
+    assert message.status == "sent"
+    [warning] = [d for d in await details_of(app, result["transactionId"]) if "may arrive twice" in d.detail]
+    assert warning.status == "Warning" and warning.detail.startswith("Attempt 1 began sending this email to its SMTP server")

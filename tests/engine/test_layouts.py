@@ -15,6 +15,7 @@ from herald.layouts.cache import layout_cache
 from tests.conftest import Tenancy
 from tests.engine.conftest import details_of, messages_of, set_aside_other_jobs, statements_while, trigger
 from tests.engine.test_delivery import name_of, settle
+from tests.engine.test_environment_variables import _variable
 from tests.fixtures.builders import create_integration, create_subscriber, create_workflow
 from tests.fixtures.peers import SmtpPeer
 
@@ -199,3 +200,27 @@ async def test_the_triggers_overrides_name_the_layout_or_opt_out(
     assert "v2 footer" not in opted_out and "v1 footer" not in opted_out and "<p>Order A-1</p>" in opted_out
     await send(api, app, worker, workflow)
     assert "v1 footer" in html_of(smtp.received[2])
+
+
+async def test_a_layout_and_the_blocks_it_wraps_count_toward_the_output_limit_once(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, smtp: SmtpPeer
+) -> None:
+    await smtp_integration(api, smtp)
+    await _variable(api, "TEN_KB", {tenancy.environment_id: "y" * 10_000})
+    await v1_layout(api, "wraps-once", content="<main>{{{body}}}</main>")
+    block = {"type": "text", "content": "{% for i in (1..40) %}{{env.TEN_KB}}{% endfor %}"}
+    # Three blocks of 400 KB: each render within the limit, the email (1.2 MB, in the built-in layout) past it.
+    too_long = await create_workflow(api, steps=[email_step(content=[block] * 3, contentType="editor", layoutId=None)])
+    # Two blocks in a layout that places them: 800 KB, the body counted once.
+    fits = await create_workflow(api, steps=[email_step(content=[block] * 2, contentType="editor", layoutId="wraps-once")])
+    subscriber = await create_subscriber(api, email="ada@example.com")
+    first = await trigger(api, name_of(too_long), subscriber["subscriberId"], payload={})
+    [refused] = await settle(worker, app, first["transactionId"])
+    assert (refused.status, refused.attempts) == ("failed", 1), (refused.status, refused.error_text)
+    assert "the step's output exceeds 1,000,000 bytes, all its parts together (render limit)" in (refused.error_text or "")
+    assert await messages_of(app, tenancy.environment_id, transaction_id=first["transactionId"]) == []
+    second = await trigger(api, name_of(fits), subscriber["subscriberId"], payload={})
+    [sent] = await settle(worker, app, second["transactionId"])
+    assert sent.status == "completed", sent.error_text
+    [message] = await messages_of(app, tenancy.environment_id, transaction_id=second["transactionId"])
+    assert message.content.startswith("<main>") and message.content.count("y" * 10_000) == 80

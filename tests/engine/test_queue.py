@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 from fastapi import FastAPI
-from sqlalchemy import bindparam, insert, select, text
+from sqlalchemy import bindparam, delete, insert, select, text
 
 from herald.engine import queue
 from herald.kit.db import create_engine, create_sessionmaker
@@ -64,6 +64,27 @@ async def test_finish_jobs_writes_only_the_jobs_this_worker_holds(app: FastAPI) 
     assert (rows[theirs.id].status, rows[theirs.id].data) == ("running", {})
 
 
+async def test_a_handover_is_recorded_only_for_the_jobs_this_worker_holds_and_finish_jobs_clears_it(app: FastAPI) -> None:
+    """The record an SMTP send makes before it begins (steps.delivery.record_handover): its attempt, under the lease."""
+    from herald.engine.steps.batch import record_handovers
+
+    mine, theirs = running_job("me", attempts=3), running_job("another")
+    async with app.state.sessionmaker() as session, session.begin():
+        session.add_all([mine, theirs])
+
+    recorded = await record_handovers(app.state.sessionmaker, [mine.id, theirs.id], "me")
+
+    assert recorded == {mine.id}
+    async with app.state.sessionmaker() as session:
+        rows = {job.id: job for job in (await session.execute(select(Job).where(Job.id.in_([mine.id, theirs.id])))).scalars()}
+    assert (rows[mine.id].handed_over, rows[theirs.id].handed_over) == (3, None)
+    # The attempt's outcome writes what the job holds in memory: none, once the server answered.
+    async with app.state.sessionmaker() as session, session.begin():
+        await queue.finish_jobs(session, "me", [queue.outcome_row(rows[mine.id], status="completed", handed_over=None)])
+    async with app.state.sessionmaker() as session:
+        assert (await session.get(Job, mine.id)).handed_over is None
+
+
 async def test_a_job_queued_again_by_finish_jobs_is_claimed_when_due(app: FastAPI) -> None:
     """The written run_at compares with the claim's clock as any other (same storage format)."""
     job = running_job("me")
@@ -101,13 +122,36 @@ async def test_a_claim_takes_the_oldest_due_job_and_leases_it(app: FastAPI) -> N
     assert stored[later.id].status == "queued"  # not due yet
 
 
+async def test_a_claim_passes_over_waiting_webhook_deliveries(app: FastAPI) -> None:
+    """Webhook deliveries due long before a step are not the steps' claim's to take (their sender's, webhooks/sender.py).
+
+    Claimed with the steps, oldest first, 18,000 deliveries for a slow
+    endpoint held a trigger's step for 110 s.
+    """
+    long_ago = utcnow() - timedelta(days=365 * 20)
+    deliveries = [
+        running_job(None, kind="webhook", status="queued", locked_until=None, attempts=0, run_at=long_ago, data={"endpointId": "e"})
+        for _ in range(300)
+    ]
+    step = running_job(None, status="queued", locked_until=None, attempts=0, run_at=long_ago + timedelta(seconds=1))
+    async with app.state.sessionmaker() as session, session.begin():
+        session.add_all([*deliveries, step])
+    try:
+        async with app.state.sessionmaker() as session, session.begin():
+            claimed = await queue.claim_jobs(session, "steps", 1, 30)
+        assert [job.id for job in claimed] == [step.id]
+    finally:
+        async with app.state.sessionmaker() as session, session.begin():
+            await session.execute(delete(Job).where(Job.id.in_([job.id for job in deliveries])))
+
+
 async def test_ring_on_commit_rings_for_commits_that_wrote_jobs(app: FastAPI) -> None:
     signal = queue.JobSignal()
     sessions = create_sessionmaker(app.state.engine, after_commit=queue.ring_on_commit(signal))
 
-    async def rung() -> bool:
+    async def rung(webhooks: bool = False) -> bool:
         try:
-            await asyncio.wait_for(signal.wait(60), 0.05)
+            await asyncio.wait_for(signal.wait_webhooks(60) if webhooks else signal.wait(60), 0.05)
         except TimeoutError:
             return False
         return True
@@ -123,6 +167,12 @@ async def test_ring_on_commit_rings_for_commits_that_wrote_jobs(app: FastAPI) ->
     async with sessions() as session, session.begin():
         await session.execute(select(1))
     assert not await rung()  # the flag went with the commit that rang
+
+    # Webhook deliveries ring their senders' bell alone: the steps' loop would claim for nothing.
+    async with sessions() as session, session.begin():
+        await queue.wake_webhook_senders(session)
+    assert not await rung()
+    assert await rung(webhooks=True)
 
 
 async def test_the_queue_statements_read_the_partial_indexes(app: FastAPI) -> None:

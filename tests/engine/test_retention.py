@@ -21,7 +21,7 @@ from herald.engine.retention import Retention, purge_history
 from herald.engine.worker import Worker
 from herald.kit.time import utcnow
 from herald.migrations import upgrade_async
-from herald.models import DeliveryEventKey, Event, ExecutionDetail, Job, Message, Notification
+from herald.models import DeliveryEventKey, Event, ExecutionDetail, Job, Message, Notification, SpentSignatureToken
 from tests.conftest import Tenancy
 from tests.engine.conftest import jobs_of, trigger
 from tests.fixtures import stores
@@ -158,6 +158,28 @@ async def test_the_keys_of_delivery_events_go_with_the_activity(app: FastAPI, mo
     purged = await purge_history(app.state.sessionmaker, MONTH, now=now)
     assert purged.delivery_event_keys == 3 and purged.rows == 3
     assert await kept() == ["fresh", "month"]
+
+
+async def test_spent_signature_tokens_go_once_their_signatures_are_out_of_the_tolerance(app: FastAPI) -> None:
+    """A token is kept only while its signature could still be taken, whatever the retention settings."""
+    now = utcnow()
+    expiring = {"expired": -1, "long-expired": -600, "fresh": 1, "fresh-longest": 600}
+    async with app.state.sessionmaker() as session, session.begin():
+        session.add_all(
+            SpentSignatureToken(
+                token=token, environment_id="environment", integration_id="integration",
+                expires_at=now + timedelta(seconds=seconds),
+            )
+            for token, seconds in expiring.items()
+        )
+
+    async def kept() -> list[str]:
+        async with app.state.sessionmaker() as session:
+            return sorted((await session.execute(select(SpentSignatureToken.token))).scalars())
+
+    purged = await purge_history(app.state.sessionmaker, Retention(0, 0), now=now)
+    assert purged.signature_tokens == 2 and purged.rows == 2
+    assert await kept() == ["fresh", "fresh-longest"]
 
 
 async def test_the_worker_purges_with_the_retention_of_its_settings(app: FastAPI, worker: Worker) -> None:

@@ -460,6 +460,30 @@ def test_template_source_is_bounded() -> None:
     assert render_html("<p>" + "x" * 90_000 + "</p>{{ name }}", CONTEXT).endswith("</p>Bob &amp; Co")
 
 
+def test_text_without_tags_is_held_to_the_source_limit() -> None:
+    # A translated template may be long text with no tag: it was let through unchecked.
+    error = limit_error("x" * 100_001)
+    assert "template has 100,001 characters, more than 100,000 (render limit)" in error.message
+    assert render_text("x" * 100_000, CONTEXT) == "x" * 100_000
+
+
+def test_a_steps_renders_share_one_output_limit() -> None:
+    context = {"payload": {"s": "x" * 10_000}}
+    part = "{% for i in (1..60) %}{{ s }}{% endfor %}"  # 600,000 bytes: within the limit alone
+    for render in (
+        lambda: render_email([{"type": "text", "content": part}] * 2, "x", context),
+        lambda: render_email(part, part, context),
+        lambda: render_in_app({"content": part, "data": {"more": part}}, context),
+        lambda: render_push(part, part, context),
+    ):
+        with pytest.raises(TemplateError, match=r"the step's output exceeds 1,000,000 bytes, all its parts together") as caught:
+            render()
+        assert caught.value.limit
+    # Each step has its own account; the body a layout places is counted once.
+    assert len(render_email(part, "x", context, layout="<main>{{{body}}}</main>").html) == 600_013
+    assert len(render_sms(part, context)) == len(render_chat(part, context)) == 600_000
+
+
 def test_every_renderer_reports_the_limit() -> None:
     bomb = '{% assign s = "aa" %}{% for i in (1..31) %}{% assign s = s | append: s %}{% endfor %}{{ s }}'
     for render in (
@@ -520,3 +544,26 @@ def test_in_app_avatar_and_data_for_the_inbox() -> None:
     assert render_in_app(custom, context)["avatar"] == "https://example.com/icon.png"
     assert render_in_app({"content": "Hi", "avatar": "javascript:alert(1)"}, context)["avatar"] == "#"
     assert "avatar" not in render_in_app({"content": "Hi", "actor": {"type": "none"}}, context)
+
+
+def test_an_email_rendered_for_a_preview_has_the_same_html_and_no_text_part() -> None:
+    context = {"payload": {"name": "Ada"}}
+    full = render_email("<p>Hello {{payload.name}}</p>", "Hi", context, layout="<div>{{{body}}}</div>")
+    preview = render_email("<p>Hello {{payload.name}}</p>", "Hi", context, layout="<div>{{{body}}}</div>", with_text=False)
+    assert preview.html == full.html == "<div><p>Hello Ada</p></div>"
+    assert full.text == "Hello Ada" and preview.text == ""
+
+
+def test_blocks_written_out_as_html_render_as_the_blocks_do() -> None:
+    """The editor's switch from blocks to HTML: the same email, variables kept as variables."""
+    blocks = [
+        {"type": "text", "content": "Hi {{payload.name}}\nline two & <b>bold</b>", "styles": {"textAlign": "center"}},
+        {"type": "button", "content": "Open", "url": "https://example.com/o/{{payload.id}}?a=1&b=2"},
+        {"type": "button", "content": "No link"},
+    ]
+    context = {"payload": {"name": "Ada <admin>", "id": "7"}}
+    written = templates.blocks_as_html(blocks)
+    assert "{{payload.name}}" in written and "{{payload.id}}" in written
+    as_blocks = templates.render_email(blocks, "Hi", context, with_text=False)
+    as_html = templates.render_email(written, "Hi", context, with_text=False)
+    assert as_html.html == as_blocks.html

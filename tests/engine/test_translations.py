@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
+from herald.engine.templates import TemplateError
 from herald.engine.worker import Worker
-from herald.translations.render import lookup, translate_text
+from herald.translations.render import lookup, translate_template, translate_text
 from tests.conftest import Tenancy
 from tests.engine.conftest import messages_of, set_aside_other_jobs, statements_while, trigger
 from tests.engine.test_delivery import name_of, settle
@@ -76,12 +78,13 @@ async def test_an_unknown_or_missing_locale_gets_the_default_locale(
 
 
 async def test_the_organizations_default_locale_is_the_fallback(
-    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+    api: httpx.AsyncClient, production_api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
 ) -> None:
     workflow = await translated_workflow(app, api, tenancy.environment_id, steps=STEPS)
     await _translate(api, name_of(workflow), "en_US", ENGLISH)
     await _translate(api, name_of(workflow), "fr_FR", FRENCH)
-    response = await api.patch("/v1/organizations/settings", json={"defaultLocale": "fr_FR"})
+    # The organization's locales reach Production too: its own key sets them.
+    response = await production_api.patch("/v1/organizations/settings", json={"defaultLocale": "fr_FR"})
     assert response.status_code == 200, response.text
     first, second = await _contents(api, app, tenancy, worker, workflow, locale="de_DE")
     assert first == "Bienvenue | Bonjour Ada &lt;3"
@@ -131,6 +134,19 @@ def test_lookup_reads_nested_flat_and_mixed_keys() -> None:
     assert translate_text("{{t.a.b}}", [{"a.b": "first"}, keys]) == "first"
 
 
+def test_translated_text_is_counted_while_it_is_made() -> None:
+    keys = {"k": "x" * 45_000}
+    assert translate_text("{{t.k}}{{t.k}}", [keys]) == "x" * 90_000
+    for template in ("{{t.k}}" * 3, "{{t.k}}{{t.k}}" + "y" * 10_001):
+        with pytest.raises(TemplateError, match=r"with its translations has more than 100,000 characters") as caught:
+            translate_text(template, [keys])
+        assert caught.value.limit
+    # A step's strings share the count: two blocks of 90,000 characters each are past it together.
+    blocks = [{"type": "text", "content": "{{t.k}}{{t.k}}"}] * 2
+    with pytest.raises(TemplateError, match="render limit"):
+        translate_template({"content": blocks}, [keys])
+
+
 async def test_a_translation_renders_within_the_render_limits(
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
 ) -> None:
@@ -150,3 +166,27 @@ async def test_a_translation_renders_within_the_render_limits(
     assert after.status == "completed"
     [inbox] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"], channel="in_app")
     assert inbox.content == "still delivered"
+
+
+async def test_a_translation_bomb_is_refused_before_it_is_made_and_stores_nothing(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    # 2,002 references to a 45,000-character text made a 90 MB message: tagless text skipped the source limit.
+    steps = [
+        {"name": "bomb", "template": {"type": "in_app", "content": "{{t.k}}" * 2002}},
+        {"name": "long", "template": {"type": "in_app", "content": "{{t.k}}{{t.k}}{{t.k}}"}},
+        {"name": "after", "template": {"type": "in_app", "content": "{{t.k}}{{t.k}}"}},
+    ]
+    # Stored unchecked: the API now refuses the bomb's 14,000 characters of tags on save.
+    workflow = await translated_workflow(app, api, tenancy.environment_id, unchecked=True, steps=steps)
+    await _translate(api, name_of(workflow), "en_US", {"k": "x" * 45_000})
+    recipient = await create_subscriber(api)
+    result = await trigger(api, name_of(workflow), recipient["subscriberId"], payload={})
+    bomb, long, after = await settle(worker, app, result["transactionId"])
+    limit = "the step's template with its translations has more than 100,000 characters (render limit)"
+    for job in (bomb, long):  # 90 MB, and 135,000 characters: both past the source limit
+        assert (job.status, job.attempts) == ("failed", 1), (job.status, job.error_text)
+        assert limit in (job.error_text or "")
+    assert after.status == "completed"
+    [inbox] = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"], channel="in_app")
+    assert inbox.content == "x" * 90_000

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -12,7 +13,7 @@ from sqlalchemy import func, select
 from herald.engine import queue
 from herald.engine.queue import job_from_row
 from herald.engine.repository import EngineRepository
-from herald.engine.worker import Worker
+from herald.engine.worker import SOLE_WRITER_POLL_SECONDS, Worker
 from herald.kit.crypto import SecretBox, mask_secret
 from herald.kit.db import create_engine, create_sessionmaker
 from herald.kit.time import utcnow
@@ -20,7 +21,13 @@ from herald.migrations import upgrade_async
 from herald.models import Event, Job, Notification, Subscriber
 from tests.conftest import Tenancy
 from tests.engine.conftest import details_of, fast_forward, jobs_of, messages_of, trigger
-from tests.fixtures.builders import create_integration, create_subscriber, create_workflow, unique
+from tests.fixtures.builders import (
+    create_integration,
+    create_subscriber,
+    create_unchecked_workflow,
+    create_workflow,
+    unique,
+)
 
 IN_APP = {"name": "inbox", "template": {"type": "in_app", "content": "Hello {{subscriber.firstName}}, {{payload.item}}"}}
 
@@ -393,7 +400,7 @@ async def test_template_error_fails_the_step_not_the_worker(
 ) -> None:
     subscriber = await create_subscriber(api)
     broken = {"name": "broken", "shouldStopOnFail": True, "template": {"type": "in_app", "content": "{% if %}"}}
-    workflow = await create_workflow(api, steps=[broken, IN_APP])
+    workflow = await create_unchecked_workflow(app, api, steps=[broken, IN_APP])  # the API refuses it now
     result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"])
     await worker.run_until_idle()
     statuses = [j.status for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
@@ -763,7 +770,7 @@ async def test_an_in_app_first_step_that_fails_is_run_on_its_own_and_recorded_on
     """A template error is not settled in the expansion: the step's own run fails it, as any failed step."""
     subscriber = await create_subscriber(api)
     broken = {"name": "broken", "template": {"type": "in_app", "content": "{% if %}"}}
-    workflow = await create_workflow(api, steps=[broken, IN_APP])
+    workflow = await create_unchecked_workflow(app, api, steps=[broken, IN_APP])  # the API refuses it now
     result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"], payload={"item": "x"})
     ran = _steps_run_apart(monkeypatch)
 
@@ -920,3 +927,75 @@ async def test_an_idle_worker_asks_again_once_the_due_time_it_was_given_has_pass
     finally:
         await idle_worker.http.aclose()  # type: ignore[union-attr]
         await engine.dispose()
+
+
+async def test_the_stores_only_writer_sleeps_long_while_idle_and_not_past_what_is_due(empty_database) -> None:
+    """``herald serve`` on SQLite: every job written rings the signal, so an idle worker's look at the store is rare.
+
+    It sleeps SOLE_WRITER_POLL_SECONDS while nothing rang and no round ran since it read the next due time; a
+    ring, a round, or a delayed job due sooner bring the sleep back to the poll interval or the due time.
+    """
+    await upgrade_async(empty_database.url)
+    engine = create_engine(empty_database.url)
+    sessions = create_sessionmaker(engine)
+    idle_worker = Worker(sessionmaker=sessions, box=SecretBox("x" * 32), poll_interval=0.5, sole_writer=True)
+    try:
+        # Nothing in the store: read once, then the long sleep.
+        assert await idle_worker._idle_timeout() == SOLE_WRITER_POLL_SECONDS
+        assert await idle_worker._idle_timeout() == SOLE_WRITER_POLL_SECONDS
+        # Jobs were written (the commit rang): the next look is within the poll interval.
+        idle_worker.signal.ring()
+        assert await idle_worker._idle_timeout() == 0.5
+        # A delayed job written since: read at that look, its due time bounds the long sleep.
+        now = utcnow()
+        delayed = {"id": "job-later", "environment_id": "env", "organization_id": "org", "kind": "event", "status": "delayed"}
+        async with sessions() as session, session.begin():
+            session.add(Job(**delayed, event_id="event", transaction_id="txn", run_at=now + timedelta(seconds=10), created_at=now, updated_at=now))
+        idle_worker._next_due_check = 0.0  # the poll interval has passed
+        assert 9.0 < await idle_worker._idle_timeout() <= 10.0
+        # A worker that is not the only writer keeps looking every poll interval.
+        idle_worker.sole_writer = False
+        assert await idle_worker._idle_timeout() == 0.5
+    finally:
+        await idle_worker.http.aclose()  # type: ignore[union-attr]
+        await engine.dispose()
+
+
+async def test_a_worker_stopped_past_its_grace_queues_its_jobs_again(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
+) -> None:
+    """SIGTERM while a step never finishes: the round is cancelled and the job is queued again, due now."""
+    import asyncio
+
+    from herald.app import build_worker
+    from herald.engine.steps import STEP_RUNNERS
+
+    subscriber = await create_subscriber(api)
+    workflow = await create_workflow(api, steps=[{"name": "stuck", "template": {"type": "sms", "content": "x"}}])
+    result = await trigger(api, workflow_name(workflow), subscriber["subscriberId"])
+    stopping_worker = build_worker(app.state.settings, app.state.sessionmaker)
+    started = asyncio.Event()
+    original = STEP_RUNNERS["sms"]
+
+    async def stuck_step(ctx):  # type: ignore[no-untyped-def]
+        if ctx.job.transaction_id == result["transactionId"]:
+            started.set()
+            await asyncio.Event().wait()  # a provider that never answers
+        return await original(ctx)
+
+    STEP_RUNNERS["sms"] = stuck_step
+    stop = asyncio.Event()
+    try:
+        running = asyncio.create_task(stopping_worker.run_until_stopped(stop, grace=0.2))
+        await asyncio.wait_for(started.wait(), 10)
+        stop.set()
+        await asyncio.wait_for(running, 10)
+    finally:
+        STEP_RUNNERS["sms"] = original
+    [job] = [j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
+    assert (job.status, job.locked_by, job.locked_until) == ("queued", None, None)
+
+    # The next worker takes it at once, without waiting for the lease.
+    await worker.run_until_idle()
+    [job] = [j for j in await jobs_of(app, result["transactionId"]) if j.kind == "step"]
+    assert (job.status, job.locked_by) == ("skipped", worker.worker_id)

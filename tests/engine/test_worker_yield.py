@@ -61,21 +61,11 @@ async def test_the_counter_keeps_the_most_requests_at_once_until_read() -> None:
     assert counter.take_peak() == 0
 
 
-class CountedSignal(JobSignal):
-    def __init__(self) -> None:
-        super().__init__()
-        self.rings = 0
-
-    def ring(self) -> None:
-        self.rings += 1
-        super().ring()
-
-
 def _standalone_worker(give_way: bool = True) -> Worker:
     """A worker of its own process, as ``herald worker`` runs one (it never touches the store here)."""
     from herald.kit.crypto import SecretBox
 
-    return Worker(sessionmaker=None, box=SecretBox("k" * 32), signal=CountedSignal(), give_way=give_way)  # type: ignore[arg-type]
+    return Worker(sessionmaker=None, box=SecretBox("k" * 32), signal=JobSignal(), give_way=give_way)  # type: ignore[arg-type]
 
 
 async def test_a_worker_gives_way_while_an_api_process_says_it_is_busy(monkeypatch: pytest.MonkeyPatch) -> None:

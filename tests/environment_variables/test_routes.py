@@ -29,6 +29,14 @@ async def _stored(app: FastAPI, variable_id: str) -> EnvironmentVariable:
         return row
 
 
+async def _staging(api: httpx.AsyncClient) -> str:
+    """Another environment, unprotected: Development's key may set its values."""
+    response = await api.post("/v1/environments", json={"name": "Staging"})
+    assert response.status_code == 201, response.text
+    environment_id: str = response.json()["data"]["_id"]
+    return environment_id
+
+
 def _values(answer: dict[str, Any]) -> dict[str, str]:
     return {entry["_environmentId"]: entry["value"] for entry in answer["values"]}
 
@@ -36,14 +44,10 @@ def _values(answer: dict[str, Any]) -> dict[str, str]:
 async def test_secret_values_are_sealed_at_rest_and_masked(
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy
 ) -> None:
-    created = await _create(
-        api,
-        "STRIPE_KEY",
-        {tenancy.environment_id: LONG_SECRET, tenancy.production_environment_id: "short"},
-        isSecret=True,
-    )
+    staging = await _staging(api)
+    created = await _create(api, "STRIPE_KEY", {tenancy.environment_id: LONG_SECRET, staging: "short"}, isSecret=True)
     # The caller's environment's long value shows its edges; another environment's value is masked whole.
-    assert _values(created) == {tenancy.environment_id: "sk_****mnop", tenancy.production_environment_id: "****"}
+    assert _values(created) == {tenancy.environment_id: "sk_****mnop", staging: "****"}
     row = await _stored(app, created["_id"])
     assert all(value.startswith("hsk1.") for value in row.values.values())
     assert LONG_SECRET not in str(row.values) and "short" not in str(row.values)
@@ -52,16 +56,17 @@ async def test_secret_values_are_sealed_at_rest_and_masked(
 
 
 async def test_a_mask_sent_back_keeps_the_stored_secret(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy) -> None:
+    staging = await _staging(api)
     created = await _create(api, "STRIPE_KEY", {tenancy.environment_id: LONG_SECRET}, isSecret=True)
     values = [
         {"_environmentId": tenancy.environment_id, "value": "sk_****mnop"},
-        {"_environmentId": tenancy.production_environment_id, "value": "prod"},
+        {"_environmentId": staging, "value": "staged"},
     ]
     response = await api.patch("/v1/environment-variables/STRIPE_KEY", json={"values": values})
     assert response.status_code == 200, response.text
     row = await _stored(app, created["_id"])
     assert app.state.secret_box.open(row.values[tenancy.environment_id]) == LONG_SECRET
-    assert app.state.secret_box.open(row.values[tenancy.production_environment_id]) == "prod"
+    assert app.state.secret_box.open(row.values[staging]) == "staged"
 
 
 async def test_a_secret_made_plain_drops_its_values_unless_new_ones_are_sent(

@@ -43,8 +43,10 @@ async def _diff(api: httpx.AsyncClient, prod: str) -> dict[str, Any]:
     return data
 
 
-async def _publish(api: httpx.AsyncClient, prod: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-    response = await api.post(f"/v2/environments/{prod}/publish", json=body or {})
+async def _publish(production_api: httpx.AsyncClient, tenancy: Tenancy, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Production's own key publishes Development's changes into it (Production is protected)."""
+    request = {"sourceEnvironmentId": tenancy.environment_id, **(body or {})}
+    response = await production_api.post(f"/v2/environments/{tenancy.production_environment_id}/publish", json=request)
     assert response.status_code == 200, response.text
     data: dict[str, Any] = response.json()["data"]
     models.PublishEnvironmentResponseDto.model_validate(data)
@@ -76,7 +78,7 @@ async def test_a_changed_layout_shows_in_diff_and_publish_copies_it(
     name = unique("Brand")
     layout_id = await _layout(api, name)
     assert _actions(await _diff(api, prod)) == {name: "added"}
-    published = await _publish(api, prod)
+    published = await _publish(production_api, tenancy)
     assert published["summary"] == {"resources": 1, "successful": 1, "failed": 0, "skipped": 0}
     assert [s["resourceName"] for r in published["results"] for s in r["successful"]] == [name]
     copied = await _production_layouts(production_api)
@@ -90,7 +92,7 @@ async def test_a_changed_layout_shows_in_diff_and_publish_copies_it(
     assert _actions(diff) == {name: "modified"}
     (change,) = diff["resources"][0]["changes"]
     assert change["diffs"]["previous"]["content"] == BODY and change["diffs"]["new"]["content"] == changed
-    await _publish(api, prod)
+    await _publish(production_api, tenancy)
     assert await _production_body(production_api, layout_id) == changed
     assert (await _diff(api, prod))["summary"]["hasChanges"] is False
 
@@ -100,12 +102,12 @@ async def test_a_layout_deleted_in_development_is_deleted_in_production(
 ) -> None:
     prod = tenancy.production_environment_id
     kept, gone = await _layout(api, unique("Kept")), await _layout(api, unique("Gone"))
-    await _publish(api, prod)
+    await _publish(production_api, tenancy)
     assert set(await _production_layouts(production_api)) == {kept, gone}
     assert (await api.delete(f"/v2/layouts/{gone}")).status_code == 204
     diff = await _diff(api, prod)
     assert sorted(_actions(diff).values()) == ["deleted", "unchanged"]
-    published = await _publish(api, prod)
+    published = await _publish(production_api, tenancy)
     assert sorted(s["action"] for r in published["results"] for s in r["successful"]) == ["deleted"]
     assert set(await _production_layouts(production_api)) == {kept}
 
@@ -113,16 +115,15 @@ async def test_a_layout_deleted_in_development_is_deleted_in_production(
 async def test_a_layout_is_published_before_the_workflow_that_names_it(
     api: httpx.AsyncClient, production_api: httpx.AsyncClient, tenancy: Tenancy
 ) -> None:
-    prod = tenancy.production_environment_id
     layout_id = await _layout(api, unique("Brand"))
     workflow = await create_workflow(api, name=unique("branded"))
-    published = await _publish(api, prod)
+    published = await _publish(production_api, tenancy)
     names = [s["resourceName"] for r in published["results"] for s in r["successful"]]
     assert names[-1] == workflow["name"] and len(names) == 2
     # Chosen by Novu's kind name and the layout's key.
     update = {"name": "Renamed", "controlValues": {"email": {"body": BODY, "editorType": "html"}}}
     assert (await api.put(f"/v2/layouts/{layout_id}", json=update)).status_code == 200
-    chosen = await _publish(api, prod, {"resources": [{"resourceType": "layout", "resourceId": layout_id}]})
+    chosen = await _publish(production_api, tenancy, {"resources": [{"resourceType": "layout", "resourceId": layout_id}]})
     assert chosen["summary"]["successful"] == 1
     assert (await _production_layouts(production_api))[layout_id]["name"] == "Renamed"
 
@@ -138,7 +139,7 @@ async def test_a_translation_is_published_and_production_renders_in_french(
     workflow = await translated_workflow(app, api, tenancy.environment_id, steps=STEPS)
     identifier = name_of(workflow)
     await _translate(api, identifier, "en_US", ENGLISH)
-    await _publish(api, prod)
+    await _publish(production_api, tenancy)
     await _translate(api, identifier, "fr_FR", FRENCH)
     diff = await _diff(api, prod)
     assert _actions(diff) == {
@@ -148,7 +149,7 @@ async def test_a_translation_is_published_and_production_renders_in_french(
     }
     added = next(r for r in diff["resources"] if r["changes"][0]["action"] == "added")
     assert added["changes"][0]["diffs"]["new"]["content"] == FRENCH
-    published = await _publish(api, prod)
+    published = await _publish(production_api, tenancy)
     assert published["summary"]["successful"] == 1 and published["summary"]["skipped"] == 2
 
     recipient = await create_subscriber(production_api, locale="fr_FR")
@@ -167,13 +168,13 @@ async def test_a_translation_deleted_in_development_is_deleted_in_production(
     workflow = await translated_workflow(app, api, tenancy.environment_id, steps=STEPS)
     identifier = name_of(workflow)
     await _translate(api, identifier, "fr_FR", FRENCH)
-    await _publish(api, prod)
+    await _publish(production_api, tenancy)
     assert (await production_api.get(f"/v2/translations/workflow/{identifier}/fr_FR")).status_code == 200
     assert (await api.delete(f"/v2/translations/workflow/{identifier}/fr_FR")).status_code == 204
     assert _actions(await _diff(api, prod))[f"{identifier} (fr_FR)"] == "deleted"
     # Chosen alone, by Novu's kind name and the translation's key.
     chosen = {"resources": [{"resourceType": "localization_group", "resourceId": f"{identifier}:fr_FR"}]}
-    published = await _publish(api, prod, chosen)
+    published = await _publish(production_api, tenancy, chosen)
     assert [(s["resourceName"], s["action"]) for r in published["results"] for s in r["successful"]] == [
         (f"{identifier} (fr_FR)", "deleted")
     ]

@@ -17,6 +17,12 @@ def identifier_of(workflow: dict[str, Any]) -> str:
     return workflow["triggers"][0]["identifier"]
 
 
+async def publish(production_api: httpx.AsyncClient, tenancy: Tenancy, body: dict[str, Any] | None = None) -> httpx.Response:
+    """Production's own key publishes Development's changes into it (Production is protected)."""
+    request = {"sourceEnvironmentId": tenancy.environment_id, **(body or {})}
+    return await production_api.post(f"/v2/environments/{tenancy.production_environment_id}/publish", json=request)
+
+
 async def _create(api: httpx.AsyncClient, name: str) -> dict[str, Any]:
     response = await api.post("/v1/environments", json={"name": name, "color": "#123456"})
     assert response.status_code == 201, response.text
@@ -70,12 +76,16 @@ async def test_names_are_unique_in_the_organization(api: httpx.AsyncClient, othe
     await _create(other_org_api, "Staging")
 
 
-async def test_update_renames_and_refuses_renaming_the_default_pair(api: httpx.AsyncClient, tenancy: Tenancy) -> None:
+async def test_update_renames_and_refuses_renaming_the_default_pair(
+    api: httpx.AsyncClient, production_api: httpx.AsyncClient, tenancy: Tenancy
+) -> None:
     created = await _create(api, "QA")
     response = await api.put(f"/v1/environments/{created['_id']}", json={"name": "Quality", "identifier": unique("qa")})
     assert response.status_code == 200, response.text
     assert response.json()["data"]["name"] == "Quality"
-    assert_error(await api.put(f"/v1/environments/{tenancy.production_environment_id}", json={"name": "Live"}), 400)
+    assert_error(await api.put(f"/v1/environments/{tenancy.environment_id}", json={"name": "Dev"}), 400)
+    renamed = await production_api.put(f"/v1/environments/{tenancy.production_environment_id}", json={"name": "Live"})
+    assert_error(renamed, 400)
 
 
 async def test_delete_takes_the_environment_its_data_and_keys(
@@ -139,7 +149,7 @@ async def test_diff_and_publish_add_modify_and_delete(
     prod = tenancy.production_environment_id
     kept = await create_workflow(api, name=unique("kept"), tags=["v1"])
     removed = await create_workflow(api, name=unique("removed"))
-    assert (await api.post(f"/v2/environments/{prod}/publish", json={})).status_code == 200
+    assert (await publish(production_api, tenancy)).status_code == 200
     # Development changes: one edited, one deleted, one new.
     await api.put(f"/v1/workflows/{kept['_id']}", json={"tags": ["v2"]})
     await api.delete(f"/v1/workflows/{removed['_id']}")
@@ -159,7 +169,7 @@ async def test_diff_and_publish_add_modify_and_delete(
     ] == ["v2"]
     assert diff["summary"] == {"totalEntities": 3, "totalChanges": 3, "hasChanges": True}
 
-    published = (await api.post(f"/v2/environments/{prod}/publish", json={})).json()["data"]
+    published = (await publish(production_api, tenancy)).json()["data"]
     assert published["summary"] == {"resources": 3, "successful": 3, "failed": 0, "skipped": 0}
     assert sorted(s["action"] for s in published["results"][0]["successful"]) == ["created", "deleted", "updated"]
     listed = {identifier_of(w): w for w in (await production_api.get("/v1/workflows")).json()["data"]}
@@ -180,27 +190,17 @@ async def test_publish_dry_run_and_chosen_resources(
     assert dry["summary"]["successful"] == 2
     assert (await production_api.get("/v1/workflows")).json()["data"] == []
     body = {"resources": [{"resourceType": "REGULAR", "resourceId": first["_id"]}]}
-    chosen = (await api.post(f"/v2/environments/{prod}/publish", json=body)).json()["data"]
+    chosen = (await publish(production_api, tenancy, body)).json()["data"]
     assert [s["resourceName"] for s in chosen["results"][0]["successful"]] == [first["name"]]
     assert [identifier_of(w) for w in (await production_api.get("/v1/workflows")).json()["data"]] == [
         identifier_of(first)
     ]
     # By key and by Herald's kind name too; an unknown resource is refused.
     body = {"resources": [{"resourceType": "workflow", "resourceId": identifier_of(second)}]}
-    assert (await api.post(f"/v2/environments/{prod}/publish", json=body)).status_code == 200
+    assert (await publish(production_api, tenancy, body)).status_code == 200
     assert len((await production_api.get("/v1/workflows")).json()["data"]) == 2
-    assert_error(
-        await api.post(
-            f"/v2/environments/{prod}/publish", json={"resources": [{"resourceType": "REGULAR", "resourceId": "nope"}]}
-        ),
-        404,
-    )
-    assert_error(
-        await api.post(
-            f"/v2/environments/{prod}/publish", json={"resources": [{"resourceType": "nope", "resourceId": "x"}]}
-        ),
-        400,
-    )
+    assert_error(await publish(production_api, tenancy, {"resources": [{"resourceType": "REGULAR", "resourceId": "nope"}]}), 404)
+    assert_error(await publish(production_api, tenancy, {"resources": [{"resourceType": "nope", "resourceId": "x"}]}), 400)
 
 
 async def test_a_published_development_workflow_triggers_in_production(
@@ -211,16 +211,18 @@ async def test_a_published_development_workflow_triggers_in_production(
     body = {"name": identifier_of(workflow), "to": subscriber["subscriberId"], "payload": {"name": "Ada"}}
     before = await production_api.post("/v1/events/trigger", json=body)
     assert_error(before, 422)
-    assert (await api.post(f"/v2/environments/{tenancy.production_environment_id}/publish", json={})).status_code == 200
+    assert (await publish(production_api, tenancy)).status_code == 200
     after = await production_api.post("/v1/events/trigger", json=body)
     assert after.status_code == 201, after.text
     assert after.json()["data"]["status"] == "processed"
 
 
-async def test_diff_lists_the_steps_of_a_modified_workflow(api: httpx.AsyncClient, tenancy: Tenancy) -> None:
+async def test_diff_lists_the_steps_of_a_modified_workflow(
+    api: httpx.AsyncClient, production_api: httpx.AsyncClient, tenancy: Tenancy
+) -> None:
     prod = tenancy.production_environment_id
     workflow = await create_workflow(api, name=unique("steps"))
-    assert (await api.post(f"/v2/environments/{prod}/publish", json={})).status_code == 200
+    assert (await publish(production_api, tenancy)).status_code == 200
     unchanged = (await api.post(f"/v2/environments/{prod}/diff", json={})).json()["data"]
     assert [c["action"] for c in unchanged["resources"][0]["changes"]] == ["unchanged", "unchanged"]
     steps = [

@@ -4,6 +4,7 @@ import asyncio
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 from fastapi import FastAPI
 from sqlalchemy import func, select
@@ -47,7 +48,22 @@ async def test_unknown_workflow_is_422(api: httpx.AsyncClient) -> None:
     response = await api.post("/v1/events/trigger", json={"name": "nope", "to": "ada"})
     body = assert_error(response, 422, "workflow_not_found")
     assert body["error"] == "Unprocessable Entity"
-    assert body["errors"] == {"general": {"messages": ["workflow_not_found"], "value": None}}
+    # Novu's message and errors.general, for the SDKs; errors.name says which identifier was not found.
+    assert body["errors"] == {
+        "general": {"messages": ["workflow_not_found"], "value": None},
+        "name": {"messages": ["No workflow with the trigger identifier 'nope' in this environment"], "value": "nope"},
+    }
+
+
+async def test_unknown_workflow_suggests_the_closest_identifier(api: httpx.AsyncClient) -> None:
+    workflow = await create_workflow(api)
+    identifier = workflow["triggers"][0]["identifier"]
+    response = await api.post("/v1/events/trigger", json={"name": identifier[:-1] + "x", "to": "ada"})
+    body = assert_error(response, 422, "workflow_not_found")
+    assert body["errors"]["general"] == {"messages": ["workflow_not_found"], "value": None}
+    assert body["errors"]["name"]["messages"] == [
+        f"No workflow with the trigger identifier {identifier[:-1] + 'x'!r} in this environment; did you mean {identifier!r}?"
+    ]
 
 
 async def test_workflow_of_another_environment_is_not_found(api: httpx.AsyncClient, production_api: httpx.AsyncClient) -> None:
@@ -248,11 +264,34 @@ async def test_malformed_json_is_400(api: httpx.AsyncClient) -> None:
     assert "not valid JSON" in response.json()["message"]
 
 
-async def test_trigger_accepts_large_bodies_up_to_the_events_limit(api: httpx.AsyncClient) -> None:
+@pytest.mark.parametrize(
+    ("content_type", "sent"),
+    [
+        ("text/plain", "it was sent as text/plain"),
+        ("application/x-www-form-urlencoded", "it was sent as application/x-www-form-urlencoded"),
+        (None, "it was sent without a Content-Type"),
+    ],
+)
+async def test_a_body_not_sent_as_json_is_415(api: httpx.AsyncClient, content_type: str | None, sent: str) -> None:
     workflow = await create_workflow(api)
-    body = {"name": workflow["triggers"][0]["identifier"], "to": "ada", "payload": {"blob": "x" * 300_000}}
+    transaction_id = unique("refused")
+    body = orjson.dumps({"name": workflow["triggers"][0]["identifier"], "to": "ada", "transactionId": transaction_id})
+    headers = {"content-type": content_type} if content_type else {}
+    response = await api.post("/v1/events/trigger", content=body, headers=headers)
+    assert_error(response, 415, f"Request body must be JSON, sent with Content-Type: application/json; {sent}")
+    listed = await api.get("/v1/notifications", params={"transactionId": transaction_id})
+    assert listed.json()["data"] == []
+    # JSON with a charset is JSON.
+    response = await api.post("/v1/events/trigger", content=body, headers={"content-type": "application/json; charset=utf-8"})
+    assert response.status_code == 201, response.text
+
+
+async def test_trigger_accepts_large_bodies_up_to_the_max_body(api: httpx.AsyncClient) -> None:
+    workflow = await create_workflow(api)
+    body = {"name": workflow["triggers"][0]["identifier"], "to": "ada", "payload": {"blob": "x" * 1_000_000}}
     assert (await api.post("/v1/events/trigger", json=body)).status_code == 201
-    huge = b'{"name": "x", "to": "ada", "payload": {"blob": "' + b"x" * (20 * 1024 * 1024) + b'"}}'
+    # HERALD_MAX_BODY's default, 1 MB: a larger body is not parsed on the event loop (it held every other request).
+    huge = b'{"name": "x", "to": "ada", "payload": {"blob": "' + b"x" * (1024 * 1024) + b'"}}'
     response = await api.post("/v1/events/trigger", content=huge, headers={"content-type": "application/json"})
     assert_error(response, 413)
 

@@ -407,3 +407,98 @@ async def test_an_active_integration_needs_its_providers_credentials(api: httpx.
     dropped = await api.put(path, json={"credentials": {"domain": "mg.example.com"}})
     assert "credentials.apiKey" in assert_error(dropped, 422)["errors"]
     assert (await api.put(path, json={"active": False, "credentials": {"domain": "mg.example.com"}})).status_code == 200
+
+
+SIGNING_KEY = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+
+async def test_the_webhook_signing_key_is_sealed_at_rest_and_shown_masked(api: httpx.AsyncClient, app) -> None:
+    """configurations.inboundWebhookSigningKey checks the provider's webhooks: a secret like the credentials'."""
+    from sqlalchemy import select
+
+    from herald.models import Integration
+
+    configurations = {"inboundWebhookEnabled": True, "inboundWebhookSigningKey": SIGNING_KEY}
+    created_response = await api.post(
+        "/v1/integrations",
+        json={"providerId": "resend", "channel": "email", "credentials": {"apiKey": "re_123"}, "configurations": configurations},
+    )
+    created = created_response.json()["data"]
+    other = await create_integration(
+        api, providerId="mailgun", configurations={"inboundWebhookSigningKey": "key-short"}
+    )
+    async with app.state.sessionmaker() as session:
+        row = (await session.execute(select(Integration).where(Integration.id == created["_id"]))).scalar_one()
+    assert row.configurations["inboundWebhookSigningKey"].startswith("hsk1.")
+    assert app.state.secret_box.open(row.configurations["inboundWebhookSigningKey"]) == SIGNING_KEY
+    assert row.configurations["inboundWebhookEnabled"] is True
+
+    answers = [
+        created_response,
+        await api.get("/v1/integrations"),
+        await api.put(f"/v1/integrations/{created['_id']}", json={"active": True}),
+        await api.get("/v1/integrations/active"),
+        await api.post(f"/v1/integrations/{created['_id']}/set-primary"),
+        await api.delete(f"/v1/integrations/{other['_id']}"),
+    ]
+    for response in answers:
+        assert response.status_code in (200, 201), response.text
+        assert "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" not in response.text and "key-short" not in response.text
+        data = response.json()["data"]
+        for item in data if isinstance(data, list) else [data]:
+            if item["_id"] == created["_id"]:
+                assert item["configurations"] == {"inboundWebhookEnabled": True, "inboundWebhookSigningKey": "whs****LaSw"}
+
+
+async def test_the_webhook_signing_key_never_leaves_its_environment(
+    api: httpx.AsyncClient, production_api: httpx.AsyncClient
+) -> None:
+    """The organization-wide lists show another environment's signing key as ``****`` whole."""
+    production = await create_integration(
+        production_api,
+        active=True,
+        providerId="mailgun",
+        credentials={"apiKey": "key-1", "domain": "mg.example.com"},
+        configurations={"inboundWebhookEnabled": True, "inboundWebhookSigningKey": SIGNING_KEY},
+    )
+    for path in ("/v1/integrations", "/v1/integrations/active"):
+        response = await api.get(path)
+        assert response.status_code == 200, response.text
+        assert "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" not in response.text
+        listed = {item["_id"]: item for item in response.json()["data"]}
+        assert listed[production["_id"]]["configurations"] == {
+            "inboundWebhookEnabled": True, "inboundWebhookSigningKey": "****"
+        }
+    own = {item["_id"]: item for item in (await production_api.get("/v1/integrations")).json()["data"]}
+    assert own[production["_id"]]["configurations"]["inboundWebhookSigningKey"] == "whs****LaSw"
+
+
+async def test_update_with_the_masked_signing_key_keeps_it(api: httpx.AsyncClient, app) -> None:
+    from sqlalchemy import select
+
+    from herald.models import Integration
+
+    async def stored(integration_id: str) -> dict:
+        async with app.state.sessionmaker() as session:
+            row = (await session.execute(select(Integration).where(Integration.id == integration_id))).scalar_one()
+        return app.state.secret_box.open_configurations(row.configurations)
+
+    created = await create_integration(
+        api, providerId="resend", configurations={"inboundWebhookEnabled": False, "inboundWebhookSigningKey": SIGNING_KEY}
+    )
+    shown = created["configurations"]
+    assert shown == {"inboundWebhookEnabled": False, "inboundWebhookSigningKey": "whs****LaSw"}
+    # A form that switches inbound webhooks on sends back what it was shown.
+    echoed = await api.put(
+        f"/v1/integrations/{created['_id']}", json={"configurations": {**shown, "inboundWebhookEnabled": True}}
+    )
+    assert echoed.status_code == 200, echoed.text
+    assert echoed.json()["data"]["configurations"] == {**shown, "inboundWebhookEnabled": True}
+    assert await stored(created["_id"]) == {"inboundWebhookEnabled": True, "inboundWebhookSigningKey": SIGNING_KEY}
+    # A new value replaces it.
+    replaced = await api.put(
+        f"/v1/integrations/{created['_id']}", json={"configurations": {**shown, "inboundWebhookSigningKey": NEW_KEY}}
+    )
+    assert replaced.json()["data"]["configurations"]["inboundWebhookSigningKey"] == "new****0new"
+    assert (await stored(created["_id"]))["inboundWebhookSigningKey"] == NEW_KEY
+

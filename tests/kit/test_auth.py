@@ -36,6 +36,13 @@ async def test_empty_key_and_other_scheme(anonymous: httpx.AsyncClient) -> None:
     assert_error(response, 401, 'Invalid authentication scheme: "Bearer"')
 
 
+async def test_a_key_sent_without_its_scheme_is_not_shown_back(anonymous: httpx.AsyncClient, tenancy: Tenancy) -> None:
+    for header in (tenancy.api_key, f"{tenancy.api_key} extra", f"Key={tenancy.api_key}"):
+        response = await anonymous.get("/v1/integrations", headers={"Authorization": header})
+        assert_error(response, 401, 'Invalid authentication scheme: the header must read "ApiKey <API_KEY>"')
+        assert tenancy.api_key not in response.text
+
+
 async def test_a_running_server_refuses_a_key_revoked_elsewhere(app: FastAPI, tenancy: Tenancy) -> None:
     """The server has the key cached (for 30 s); the revocation is written by another party, as
     ``herald keys revoke`` does from its own process. The server refuses the key within seconds."""
@@ -117,3 +124,34 @@ async def test_unknown_keys_are_remembered_briefly_and_boundedly(
             response = await client.get("/v1/integrations", headers={"Authorization": f"ApiKey flood-{number}"})
             assert_error(response, 401)
     assert len(app.state.api_keys._unknown) <= 10
+
+
+async def test_the_revocation_watch_asks_the_store_nothing_while_no_key_is_cached(app: FastAPI, tenancy: Tenancy) -> None:
+    """An idle process has no key cached, so nothing to drop: the watch waits for a key instead of asking every second."""
+    sessions_opened: list[int] = []
+
+    def counting_sessions() -> Any:
+        sessions_opened.append(1)
+        return app.state.sessionmaker()
+
+    resolver = auth.ApiKeyResolver(counting_sessions, ttl_seconds=30)
+    stop = asyncio.Event()
+    watch = asyncio.create_task(resolver.watch_revocations(stop, 0.001))
+    try:
+        for _ in range(50):  # many turns of the event loop, each a chance for the watch to look
+            await asyncio.sleep(0)
+        assert sessions_opened == []
+        assert await resolver.resolve(tenancy.api_key) is not None  # the key's look-up: one session
+        # Now a key is cached: the watch looks for revocations again, every interval.
+        await wait_until(lambda: _async(len(sessions_opened) >= 3), timeout=5, what="the watch's looks", interval=0.01)
+        async with app.state.sessionmaker() as session:
+            assert await revoke_key(session, tenancy.api_key)
+            await session.commit()
+        await wait_until(lambda: _async(not resolver._cache), timeout=5, what="the revoked key dropped", interval=0.01)
+    finally:
+        stop.set()
+        await watch
+
+
+async def _async(value: bool) -> bool:
+    return value

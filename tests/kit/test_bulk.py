@@ -129,6 +129,39 @@ async def test_conflicting_rows_are_skipped_and_not_returned(app: FastAPI, tenan
     assert payloads == [first["payload"]]
 
 
+async def test_conflicting_rows_can_update_the_stored_ones_instead(app: FastAPI, tenancy) -> None:
+    first = event_row(tenancy, "bulk-upsert", trigger_identifier="first")
+    again = event_row(tenancy, "bulk-upsert", trigger_identifier="again", payload={"second": True})
+    del again["actor"]  # left out: SQL NULL, which COALESCE passes over
+    fresh = event_row(tenancy, "bulk-upsert-fresh")
+    async with app.state.sessionmaker() as session, session.begin():
+        await insert_rows(session, Event.__table__, [{**first, "actor": {"subscriberId": "kept"}}])
+    updates = {"payload": "excluded.payload", "actor": "COALESCE(excluded.actor, events.actor)"}
+    async with app.state.sessionmaker() as session, session.begin():
+        written = await insert_rows(
+            session,
+            Event.__table__,
+            [again, fresh],
+            skip_conflicts_on=("environment_id", "transaction_id"),
+            update_on_conflict=updates,
+            returning=("transaction_id",),
+        )
+    assert sorted(written) == [("bulk-upsert",), ("bulk-upsert-fresh",)]
+    async with app.state.sessionmaker() as session:
+        stored = (
+            await session.execute(
+                select(Event.id, Event.trigger_identifier, Event.payload, Event.actor).where(
+                    Event.environment_id == tenancy.environment_id, Event.transaction_id == "bulk-upsert"
+                )
+            )
+        ).one()
+    # The stored row, with the columns the update names changed and no other.
+    assert tuple(stored) == (first["id"], "first", {"second": True}, {"subscriberId": "kept"})
+    with pytest.raises(ValueError, match="update_on_conflict needs"):
+        async with app.state.sessionmaker() as session:
+            await insert_rows(session, Event.__table__, [fresh], update_on_conflict=updates)
+
+
 async def test_many_rows_are_written_in_chunks_within_the_parameter_limit(
     app: FastAPI, tenancy, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,6 +15,7 @@ from herald.kit.db import (
     any_of,
     any_of_parameter,
     create_engine,
+    create_read_engine,
     create_sessionmaker,
     dialect_of,
     each_of,
@@ -240,3 +241,29 @@ async def test_a_connection_lost_under_the_driver_is_invalidated_and_reads_as_th
     async with app.state.sessionmaker() as session:
         await without_transaction(session)
         assert await fetch_outside_transaction(session, "SELECT 1", ()) == [(1,)]
+
+
+async def test_sqlite_reads_on_connections_of_their_own_while_the_store_connection_is_held(empty_database) -> None:
+    """SQLite's one connection runs on the event loop, held by a request until it ends: a long read held every
+    other request with it. The read engine reads what is committed while a writer holds that connection, in
+    threads, and cannot write. PostgreSQL has none (its pool has connections for many requests)."""
+    engine = await _two_environments(empty_database.url)
+    reader = create_read_engine(empty_database.url)
+    try:
+        if engine.dialect.name != "sqlite":
+            assert reader is None
+            return
+        assert reader is not None
+        async with create_sessionmaker(engine)() as writer:
+            # The one connection, in a write transaction (BEGIN IMMEDIATE) that has not committed.
+            await writer.execute(text(INSERT_SUBSCRIBERS.format(rows=_rows("late", 1))))
+            async with create_sessionmaker(reader)() as session:
+                found = (await session.execute(select(Subscriber.subscriber_id))).scalars()
+                assert sorted(found) == sorted([*(f"user-{n}" for n in range(5)), "user-0", "user-1"])  # not late-0
+                with pytest.raises(sa_exc.OperationalError, match="readonly"):
+                    await session.execute(text("DELETE FROM subscribers"))
+            await writer.rollback()
+    finally:
+        if reader is not None:
+            await reader.dispose()
+        await engine.dispose()

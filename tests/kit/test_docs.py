@@ -42,3 +42,18 @@ async def test_documentation_pages_load_only_what_herald_serves(docs_app: FastAP
             assert len(answer.content) > 1000, url
         assert "cdn" not in response.text.lower()
         assert "fonts.googleapis" not in response.text
+
+
+@pytest.mark.parametrize(("console", "front"), [("on", "/console/"), ("off", "/docs")])
+async def test_the_front_page_leads_to_the_console_or_the_docs(tmp_path: Path, console: str, front: str) -> None:
+    app = create_app(
+        load_settings(
+            data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'herald.db'}", secret_key="k", console=console == "on"
+        )
+    )
+    try:
+        async with make_client(app) as client:
+            response = await client.get("/")
+        assert (response.status_code, response.headers["location"]) == (302, front)
+    finally:
+        await app.state.engine.dispose()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import inspect
+import socket
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,8 +102,14 @@ def test_each_service_command_settles_the_heap_before_it_starts(
     monkeypatch.setenv("HERALD_DATA_DIR", str(tmp_path))
     monkeypatch.delenv("HERALD_DATABASE_URL", raising=False)
     upgrade(f"sqlite:///{tmp_path / 'herald.db'}")  # both commands refuse a database with no schema
+    def serve(server: uvicorn.Server, *args: Any, **options: Any) -> None:
+        start()
+        server.started = True
+
     monkeypatch.setattr(cli, "run_event_loop", start)
-    monkeypatch.setattr(uvicorn, "run", start)
+    monkeypatch.setattr(uvicorn.Server, "run", serve)
+    # serve binds its port before the app starts: a socket of no address stands in for it.
+    monkeypatch.setattr(cli, "bind_listening_socket", lambda host, port: socket.socket())
     assert cli.main(argv) == 0
     assert seen["frozen"] > 0
     assert seen["thresholds"] == THRESHOLDS

@@ -9,9 +9,9 @@ from sqlalchemy import func, select, update
 
 from herald.app import build_worker
 from herald.kit.time import utcnow
-from herald.models import IdempotencyRecord, Integration
+from herald.models import Event, IdempotencyRecord, Integration
 from tests.conftest import Tenancy, assert_error, make_client
-from tests.fixtures.builders import unique
+from tests.fixtures.builders import create_workflow, unique
 
 
 async def count_integrations(app: FastAPI, environment_id: str, name: str) -> int:
@@ -66,6 +66,36 @@ async def test_keys_are_per_organization(api: httpx.AsyncClient, other_org_api: 
     assert "idempotency-replay" not in other.headers
 
 
+async def test_keys_are_per_environment(
+    api: httpx.AsyncClient, production_api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy
+) -> None:
+    """A key Development used is Production's to use too: the trigger runs in each, each answered its own."""
+    name = unique("Order shipped")
+    identifiers = {(await create_workflow(client, name=name))["triggers"][0]["identifier"] for client in (api, production_api)}
+    [identifier] = identifiers
+    trigger = {"name": identifier, "to": unique("subscriber"), "payload": {"name": "Ada"}}
+    key = {"idempotency-key": unique("key")}
+    development = await api.post("/v1/events/trigger", json=trigger, headers=key)
+    production = await production_api.post("/v1/events/trigger", json=trigger, headers=key)
+    assert development.status_code == production.status_code == 201, production.text
+    assert "idempotency-replay" not in production.headers
+    transactions = {
+        tenancy.environment_id: development.json()["data"]["transactionId"],
+        tenancy.production_environment_id: production.json()["data"]["transactionId"],
+    }
+    assert len(set(transactions.values())) == 2
+    async with app.state.sessionmaker() as session:
+        events = (
+            await session.execute(select(Event.environment_id, Event.transaction_id).where(Event.transaction_id.in_(transactions.values())))
+        ).all()
+    assert dict(events) == transactions
+    # Within one environment a repeat still replays that environment's own answer.
+    for client, first in ((api, development), (production_api, production)):
+        again = await client.post("/v1/events/trigger", json=trigger, headers=key)
+        assert again.headers["idempotency-replay"] == "true"
+        assert again.json() == first.json()
+
+
 async def test_errors_are_replayed_too(api: httpx.AsyncClient) -> None:
     key = unique("key")
     first = await api.post("/v1/integrations/000000000000000000000000/set-primary", headers={"idempotency-key": key})
@@ -116,7 +146,7 @@ async def test_stored_answers_are_sealed_and_replayed_in_clear(
     first = await api.post("/v1/integrations", json=body, headers={"idempotency-key": key})
     assert first.json()["data"]["credentials"]["apiKey"] == "****"
     async with app.state.sessionmaker() as session:
-        record = await session.get(IdempotencyRecord, (tenancy.organization_id, key))
+        record = await session.get(IdempotencyRecord, (tenancy.environment_id, key))
     assert record is not None and record.response_body
     assert "very-secret-value" not in record.response_body
     again = await api.post("/v1/integrations", json=body, headers={"idempotency-key": key})
@@ -134,7 +164,7 @@ async def test_the_worker_purges_records_past_their_24_hours(
     async with app.state.sessionmaker() as session:
         await session.execute(
             update(IdempotencyRecord)
-            .where(IdempotencyRecord.organization_id == tenancy.organization_id, IdempotencyRecord.key == old)
+            .where(IdempotencyRecord.environment_id == tenancy.environment_id, IdempotencyRecord.key == old)
             .values(expires_at=utcnow() - timedelta(seconds=1))
         )
         await session.commit()
@@ -145,8 +175,8 @@ async def test_the_worker_purges_records_past_their_24_hours(
         assert worker.http is not None
         await worker.http.aclose()
     async with app.state.sessionmaker() as session:
-        assert await session.get(IdempotencyRecord, (tenancy.organization_id, old)) is None
-        assert await session.get(IdempotencyRecord, (tenancy.organization_id, fresh)) is not None
+        assert await session.get(IdempotencyRecord, (tenancy.environment_id, old)) is None
+        assert await session.get(IdempotencyRecord, (tenancy.environment_id, fresh)) is not None
     # The expired key is free again: the same request runs anew.
     again = await api.post("/v1/integrations", json=body, headers={"idempotency-key": old})
     assert again.status_code == 201 and "idempotency-replay" not in again.headers
@@ -159,7 +189,7 @@ async def test_a_repeat_while_the_first_still_runs_is_409_with_retry_after(
     async with app.state.sessionmaker() as session:
         session.add(
             IdempotencyRecord(
-                organization_id=tenancy.organization_id,
+                environment_id=tenancy.environment_id,
                 key=key,
                 body_hash="of-the-first-request",
                 status="in_progress",

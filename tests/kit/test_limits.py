@@ -10,10 +10,12 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from sqlalchemy import func, select
 
 from herald.app import create_app
 from herald.config import load_settings
 from herald.kit.limits import BULK_COST, RATE_LIMITED_MESSAGE, TokenBuckets
+from herald.models import Environment, Subscriber
 from herald.organizations.service import create_organization
 from tests.conftest import Tenancy, assert_error, make_client
 from tests.fixtures import stores
@@ -56,6 +58,8 @@ async def limited_app(database: stores.TestDatabase, folder: Path, **settings: A
     for category in (app.state.rate_limits.triggers, app.state.rate_limits.requests):
         if category is not None:
             category.buckets.clock = clock
+    if app.state.rate_limits.sessions is not None:
+        app.state.rate_limits.sessions.clock = clock
     async with app.state.sessionmaker() as session:
         result = await create_organization(session)
         await session.commit()
@@ -193,3 +197,100 @@ def test_the_defaults_are_finite_and_the_settings_read(monkeypatch: pytest.Monke
     monkeypatch.setenv("HERALD_RATE_LIMIT_TRIGGERS", "-1")
     with pytest.raises(ValueError, match="HERALD_RATE_LIMIT_TRIGGERS"):
         load_settings(data_dir=tmp_path, secret_key="k")
+
+
+def test_the_body_head_and_session_settings_read_and_refuse_what_they_cannot(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    settings = load_settings(data_dir=tmp_path, secret_key="k")
+    assert (settings.max_event_body_bytes, settings.head_timeout_seconds, settings.rate_limit_sessions) == (
+        1024 * 1024,
+        30,
+        60,
+    )
+    for raw, size in (("512KB", 512 * 1024), ("2 MB", 2 * 1024 * 1024), ("300000", 300_000)):
+        monkeypatch.setenv("HERALD_MAX_BODY", raw)
+        assert load_settings(data_dir=tmp_path, secret_key="k").max_event_body_bytes == size
+    for raw in ("0", "1.5MB", "21MB", "lots"):
+        monkeypatch.setenv("HERALD_MAX_BODY", raw)
+        with pytest.raises(ValueError, match=f"HERALD_MAX_BODY must be a size above 0 and at most 20MB.*not '{raw}'"):
+            load_settings(data_dir=tmp_path, secret_key="k")
+    monkeypatch.delenv("HERALD_MAX_BODY")
+    for name, raw in (("HERALD_HEAD_TIMEOUT_SECONDS", "0"), ("HERALD_RATE_LIMIT_SESSIONS", "-1")):
+        monkeypatch.setenv(name, raw)
+        with pytest.raises(ValueError, match=name):
+            load_settings(data_dir=tmp_path, secret_key="k")
+        monkeypatch.delenv(name)
+
+
+async def test_a_trigger_over_the_max_body_is_413(limited: Callable[..., Any]) -> None:
+    async with limited(max_event_body_bytes=512 * 1024) as (app, tenancy, _clock):
+        async with make_client(app, tenancy.api_key) as api:
+            workflow = await create_workflow(api)
+            trigger = {"name": workflow["triggers"][0]["identifier"], "to": "ada", "payload": {"blob": "x" * 500_000}}
+            assert (await api.post("/v1/events/trigger", json=trigger)).status_code == 201
+            trigger["payload"] = {"blob": "x" * 530_000}
+            response = await api.post("/v1/events/trigger", json=trigger)
+            assert_error(response, 413, "Request body is larger than the limit of 512 KB for this route")
+
+
+async def start_session(app: FastAPI, environment_id: str, subscriber_id: str, address: str = "127.0.0.1") -> httpx.Response:
+    """POST /v1/inbox/session from a browser at ``address``."""
+    async with app.state.sessionmaker() as session:
+        identifier = (await session.execute(select(Environment.identifier).where(Environment.id == environment_id))).scalar_one()
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False, client=(address, 50000))
+    async with httpx.AsyncClient(transport=transport, base_url="http://herald.test") as client:
+        return await client.post(
+            "/v1/inbox/session", json={"applicationIdentifier": identifier, "subscriber": {"subscriberId": subscriber_id}}
+        )
+
+
+async def subscribers_in(app: FastAPI, environment_id: str) -> int:
+    async with app.state.sessionmaker() as session:
+        count = select(func.count()).select_from(Subscriber).where(Subscriber.environment_id == environment_id)
+        return int((await session.execute(count)).scalar_one())
+
+
+async def test_inbox_sessions_over_the_rate_are_429_per_environment_and_address(limited: Callable[..., Any]) -> None:
+    async with limited(rate_limit_sessions=3) as (app, tenancy, clock):
+        for number in range(3):
+            assert (await start_session(app, tenancy.environment_id, f"page-{number}")).status_code == 201
+        refused = await start_session(app, tenancy.environment_id, "page-3")
+        assert_error(refused, 429, RATE_LIMITED_MESSAGE)
+        assert refused.headers["retry-after"] == "20"  # 3 a minute: one every 20 s
+        # Refused before it made its subscriber.
+        assert await subscribers_in(app, tenancy.environment_id) == 3
+        # Another address, another environment: buckets of their own.
+        assert (await start_session(app, tenancy.environment_id, "page-3", address="10.0.0.2")).status_code == 201
+        assert (await start_session(app, tenancy.production_environment_id, "page-3")).status_code == 201
+        clock.now += 20
+        assert (await start_session(app, tenancy.environment_id, "page-3")).status_code == 201
+
+
+async def test_inbox_routes_are_charged_to_their_environment_apart_from_its_api_calls(limited: Callable[..., Any]) -> None:
+    async with limited(rate_limit_requests=3, rate_limit_sessions=0) as (app, tenancy, _clock):
+        token = (await start_session(app, tenancy.environment_id, "reader")).json()["data"]["token"]
+        async with make_client(app, Authorization=f"Bearer {token}") as inbox, make_client(app, tenancy.api_key) as api:
+            for _ in range(3):
+                assert (await inbox.get("/v1/inbox/notifications")).status_code == 200
+            assert_rate_limited(await inbox.get("/v1/inbox/notifications/count"))
+            # The environment's API calls have their own share.
+            assert (await api.get("/v1/subscribers")).status_code == 200
+            # A token that does not verify is charged nothing and answered 401.
+            async with make_client(app, Authorization="Bearer forged") as forged:
+                assert_error(await forged.get("/v1/inbox/notifications"), 401)
+
+
+async def test_provider_webhooks_are_charged_to_the_environment_their_path_names(limited: Callable[..., Any]) -> None:
+    async with limited(rate_limit_requests=2) as (app, tenancy, _clock):
+        async with make_client(app) as provider:
+
+            def path(environment_id: str) -> str:
+                return f"/webhooks/organizations/{tenancy.organization_id}/environments/{environment_id}/email/none"
+
+            for _ in range(2):
+                assert (await provider.post(path(tenancy.environment_id), json=[])).status_code != 429
+            assert_rate_limited(await provider.post(path(tenancy.environment_id), json=[]))
+            inbound = f"/v2/inbound-webhooks/delivery-providers/{tenancy.environment_id}/none"
+            assert_rate_limited(await provider.post(inbound, json=[]))
+            assert (await provider.post(path(tenancy.production_environment_id), json=[])).status_code != 429

@@ -84,10 +84,10 @@ async def test_a_claim_whose_request_failed_is_released_once_the_store_answers(
     flaky.include_router(router)
     release = IdempotencyRepository.release
 
-    async def release_while_down(self: IdempotencyRepository, organization_id: str, key: str) -> None:
+    async def release_while_down(self: IdempotencyRepository, environment_id: str, key: str) -> None:
         if store_down.is_set():
             raise ConnectionRefusedError(111, "Connection refused")
-        await release(self, organization_id, key)
+        await release(self, environment_id, key)
 
     monkeypatch.setattr(IdempotencyRepository, "release", release_while_down)
     key = {"idempotency-key": unique("key")}

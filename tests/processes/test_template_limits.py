@@ -2,7 +2,7 @@
 attack it: a template that doubles a string 31 times, one that runs upcase on a large payload string
 thousands of times, a LIKE filter that backtracked exponentially, and one past the filter limits.
 
-A thread polls GET /v1/health-check the whole time. Acceptance criterion of the issue: every poll
+A thread polls GET /v1/health-check the whole time. The criterion: every poll
 answers in under 100 ms (a healthy poll takes a few ms; on the old code the doubling grew the process
 to 5.4 GB, the upcase held the loop 13 s, the LIKE 11 s to 82 s) and the server's resident memory
 stays under 500 MB. Each attack's trigger is accepted and its step is recorded as failed (or, for the

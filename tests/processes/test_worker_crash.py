@@ -8,6 +8,8 @@ dead worker can be taken again quickly.
 from __future__ import annotations
 
 import asyncio
+import email
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -17,9 +19,10 @@ import pytest
 from sqlalchemy import func, select
 
 from herald.models import ExecutionDetail, Job, Message, Notification, Subscriber
-from tests.fixtures.peers import HttpPeer
+from tests.fixtures.peers import HttpPeer, SmtpPeer
 from tests.fixtures.processes import HeraldProcess, HeraldProcesses, wait_until
 from tests.processes.conftest import (
+    EMAIL,
     FAST_RECOVERY,
     IN_APP,
     ProcessStore,
@@ -93,6 +96,65 @@ async def test_worker_killed_while_sending_an_email_is_replaced_and_the_email_is
     assert all(detail.is_retry for detail in details)
     assert any(detail.status == "Queued" and "attempt 2" in detail.detail for detail in details)
     assert any(detail.status == "Success" and detail.detail.startswith("Accepted by sendgrid") for detail in details)
+
+
+async def test_worker_killed_after_an_smtp_server_took_the_data_is_followed_by_a_copy_with_the_same_message_id(
+    store: ProcessStore, herald: HeraldProcesses
+) -> None:
+    """SIGKILL while the server holds its answer to the data: the email may have been taken, so it goes again, and says so."""
+    smtp = SmtpPeer()
+    smtp.hold_data = threading.Event()
+    smtp.start()
+    try:
+        server = await herald.serve(**FAST_RECOVERY)
+        doomed = await herald.worker(**FAST_RECOVERY)
+        async with api_client(server.url or "", store.api_key) as api:
+            integration = await create(
+                api,
+                "/v1/integrations",
+                {
+                    "providerId": "nodemailer",
+                    "channel": "email",
+                    "active": True,
+                    "credentials": {"host": "127.0.0.1", "port": str(smtp.port), "from": "herald@example.com", "ignoreTls": True},
+                },
+            )
+            await create(api, f"/v1/integrations/{integration['_id']}/set-primary", {})
+            name = f"smtp-{uuid.uuid4().hex[:8]}"
+            subscriber = await create(api, "/v1/subscribers", {"subscriberId": f"{name}-subscriber", "email": "ada@example.com"})
+            workflow = await create(api, "/v1/workflows", {"name": name, "active": True, "steps": [EMAIL]})
+            transaction_id = await trigger(api, workflow, subscriber["subscriberId"], payload={"order": "S-1"})
+
+        async def data_arrived() -> bool:
+            herald.check_alive()
+            return len(smtp.received) >= 1
+
+        await wait_until(data_arrived, timeout=30, what="the worker to send the email's data", describe=herald.describe)
+        doomed.kill()
+        [job] = await step_jobs(store, transaction_id)
+        assert (job.status, job.locked_by, job.attempts, job.handed_over) == ("running", doomed.worker_id, 1, 1)
+        smtp.hold_data.set()
+
+        rescuer = await herald.worker(**FAST_RECOVERY)
+
+        async def settled() -> bool:
+            herald.check_alive()
+            return await all_jobs_final(store, transaction_id, expected_steps=1)
+
+        await wait_until(settled, timeout=60, what="the second worker to finish the job", describe=herald.describe)
+    finally:
+        smtp.hold_data.set()
+        smtp.stop()
+
+    [job] = await step_jobs(store, transaction_id)
+    assert (job.status, job.attempts, job.locked_by, job.handed_over) == ("completed", 2, rescuer.worker_id, None)
+    [first, again] = [email.message_from_bytes(mail.data) for mail in smtp.received]
+    assert first["Message-ID"] == again["Message-ID"]
+    [message] = await messages_of(store, transaction_id)
+    assert (message.status, message.provider_message_id) == ("sent", first["Message-ID"])
+    async with store.sessionmaker() as session:
+        details = (await session.execute(select(ExecutionDetail.detail).where(ExecutionDetail.job_id == job.id))).scalars().all()
+    assert any(detail.startswith("Attempt 1 began sending this email to its SMTP server") for detail in details)
 
 
 CROWD = 2000

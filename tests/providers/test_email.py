@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import email
+import threading
 from collections.abc import Iterator
 from email import policy
 from email.message import EmailMessage as MimeMessage
@@ -12,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from herald.providers import Attachment, EmailMessage, ProviderError
+from herald.providers import Attachment, EmailMessage, ProviderError, SendIdentity
 from herald.providers.email.brevo import BrevoProvider
 from herald.providers.email.mailgun import MailgunProvider
 from herald.providers.email.nodemailer import SmtpProvider
@@ -246,6 +248,55 @@ async def test_smtp_every_recipient_refused_is_permanent_and_deferred_is_transie
     assert (refused.value.transient, refused.value.status_code) == (False, 550)
     assert (deferred.value.transient, deferred.value.status_code) == (True, 450)
     assert plain_smtp.received == []
+
+
+async def test_smtp_message_id_is_the_same_for_every_send_of_a_message(plain_smtp: SmtpPeer, http: httpx.AsyncClient) -> None:
+    """Made from the message's identity (its job), not afresh: a copy sent again after a crash carries the first one's."""
+    sent = []
+    for identity in (SendIdentity("job-1", "email:smtp"), SendIdentity("job-1", "email:smtp-backup"), SendIdentity("job-2", "email:smtp")):
+        provider = SmtpProvider({"host": "127.0.0.1", "port": str(plain_smtp.port), "ignoreTls": True}, http, identity=identity)
+        sent.append((await provider.send(full_message(attachments=[]))).provider_message_id)
+
+    ids = [parse(mail.data)["Message-ID"] for mail in plain_smtp.received]
+    assert ids == sent
+    assert ids[0] == ids[1] != ids[2]
+    assert ids[0].endswith("@herald.test>")
+
+
+async def test_smtp_sends_nothing_when_the_record_before_the_send_fails(plain_smtp: SmtpPeer, http: httpx.AsyncClient) -> None:
+    """What ``before_handover`` raises (the engine: the job was taken over, the store is down) stops the send, and goes up as it is."""
+
+    class TakenOver(Exception):
+        pass
+
+    async def refuse() -> None:
+        raise TakenOver
+
+    provider = SmtpProvider({"host": "127.0.0.1", "port": str(plain_smtp.port), "ignoreTls": True}, http, before_handover=refuse)
+    with pytest.raises(TakenOver):
+        await provider.send(full_message(attachments=[]))
+
+    assert plain_smtp.received == [] and plain_smtp.connections() == 0
+
+
+async def test_smtp_connection_lost_after_the_data_may_have_delivered(http: httpx.AsyncClient) -> None:
+    """The server has the data and the connection drops before its reply: transient, and said to be maybe taken."""
+    server = SmtpPeer()
+    server.hold_data = threading.Event()
+    server.start()
+    try:
+        sending = asyncio.ensure_future(smtp(server, http, ignoreTls=True).send(full_message(attachments=[])))
+        while not server.received:
+            await asyncio.sleep(0.01)
+        server.drop_connections()
+        with pytest.raises(ProviderError) as raised:
+            await sending
+    finally:
+        server.hold_data.set()
+        server.stop()
+
+    assert raised.value.transient is True and raised.value.maybe_taken is True
+    assert raised.value.message.endswith("the message's data had been sent, so the server may have taken it")
 
 
 async def test_smtp_unreachable_server_is_transient(http: httpx.AsyncClient) -> None:
@@ -531,3 +582,55 @@ async def test_default_hosts(
         await provider_cls(credentials, client).send(full_message())
 
     assert [str(request.url) for request in seen] == [expected_url]
+
+
+# ---------------------------------------------------------------------------
+# Idempotency keys: the same message's sends are one message to the provider
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("provider_class", [ResendProvider, BrevoProvider], ids=["resend", "brevo"])
+async def test_a_provider_that_takes_a_key_gets_the_same_key_for_the_same_message_and_sends_it_once(
+    peer: HttpPeer, http: httpx.AsyncClient, provider_class: type
+) -> None:
+    sends = (peers.install_resend if provider_class is ResendProvider else peers.install_brevo)(peer, api_key="k-1")
+    message_one, message_two = SendIdentity("job-1", "email:mail"), SendIdentity("job-2", "email:mail")
+
+    def provider(identity: SendIdentity) -> Any:
+        return provider_class({"apiKey": "k-1", "baseUrl": peer.url}, http, identity=identity)
+
+    first = await provider(message_one).send(full_message())
+    again = await provider(message_one).send(full_message())
+    other = await provider(message_two).send(full_message())
+
+    assert sends.keys == [message_one.idempotency_key, message_one.idempotency_key, message_two.idempotency_key]
+    assert sends.sent == 2
+    assert first.provider_message_id and other.provider_message_id != first.provider_message_id
+    if provider_class is ResendProvider:
+        assert (again.provider_message_id, again.deduplicated) == (first.provider_message_id, False)
+    else:
+        # Brevo refuses a repeat (duplicate_parameter) without the first answer's id.
+        assert (again.provider_message_id, again.deduplicated) == (None, True)
+
+
+async def test_resend_answers_about_a_key_are_a_message_sent_already_or_one_still_being_sent(
+    peer: HttpPeer, http: httpx.AsyncClient
+) -> None:
+    """409 invalid_idempotent_request (the key's first request had another body): Resend has it; 409 concurrent: try later."""
+    peers.install_resend(peer, api_key="k-1")
+    identity = SendIdentity("job-1", "email:mail")
+    provider = ResendProvider({"apiKey": "k-1", "baseUrl": peer.url}, http, identity=identity)
+    await provider.send(full_message())
+
+    changed = await provider.send(full_message(subject="Rendered again at another time"))
+    peer.route(
+        "POST",
+        "/emails",
+        status_answer(409, {"statusCode": 409, "name": "concurrent_idempotent_requests", "message": "Same idempotency key used while original request is still in progress."}),
+    )
+    with pytest.raises(ProviderError) as raised:
+        await provider.send(full_message())
+
+    assert (changed.provider_message_id, changed.deduplicated) == (None, True)
+    assert raised.value.transient is True and raised.value.status_code == 409
+    assert "still in progress" in raised.value.message

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from herald.providers import ProviderError, PushMessage, create_http_client
+from herald.providers import ProviderError, PushMessage, SendIdentity, create_http_client
 from herald.providers.push.apns import ApnsProvider
 from herald.providers.push.expo import ExpoProvider
 from herald.providers.push.fcm import FcmProvider
@@ -361,6 +362,26 @@ async def test_onesignal_legacy_key_uses_basic_auth_and_player_ids(peer: HttpPee
     assert body["data"] == {"threadId": "t1", "unread": 3}
     assert body["android_channel_id"] == "alerts"
     assert result.provider_message_id
+
+
+async def test_onesignal_gets_the_same_key_for_the_same_message_and_makes_one_notification(
+    peer: HttpPeer, http: httpx.AsyncClient
+) -> None:
+    sends = peers.install_onesignal(peer, app_id="app-1", api_key="os_v2_key", subscribed={"sub-1"})
+    message_one, message_two = SendIdentity("job-1", "push:one-signal:0"), SendIdentity("job-1", "push:one-signal:1")
+
+    def provider(identity: SendIdentity) -> OneSignalProvider:
+        return OneSignalProvider({"applicationId": "app-1", "apiKey": "os_v2_key", "baseUrl": peer.url}, http, identity=identity)
+
+    first = await provider(message_one).send(with_tokens("sub-1"))
+    again = await provider(message_one).send(with_tokens("sub-1"))
+    other = await provider(message_two).send(with_tokens("sub-1"))
+
+    # A UUID, as OneSignal requires; another channel entry of the same step is another notification.
+    assert sends.keys == [message_one.idempotency_key, message_one.idempotency_key, message_two.idempotency_key]
+    assert str(uuid.UUID(message_one.idempotency_key)) == message_one.idempotency_key
+    assert sends.sent == 2
+    assert again.provider_message_id == first.provider_message_id != other.provider_message_id
 
 
 async def test_onesignal_current_key_uses_key_auth_and_subscription_ids(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 from typing import Any
 
 import httpx
@@ -18,6 +20,7 @@ from herald.providers import (
     provider_class,
     providers_for_channel,
 )
+from herald.providers.base import Provider
 from herald.providers.email.brevo import BrevoProvider
 from herald.providers.http import error_text, send_request
 from herald.providers.sms.vonage import VonageProvider
@@ -148,3 +151,24 @@ async def test_shared_client_timeouts() -> None:
     async with create_http_client() as client:
         assert (client.timeout.connect, client.timeout.read, client.timeout.write) == (5.0, 15.0, 15.0)
         assert client.follow_redirects is False
+
+
+# Read by a provider but no field of a form: an object set through the API (SMTP's TLS options).
+NOT_IN_FORMS = {"tlsOptions"}
+
+
+@pytest.mark.parametrize("provider_id", sorted(PROVIDERS))
+def test_each_provider_declares_every_credential_it_reads(provider_id: str) -> None:
+    """The console's form of a provider asks for what it declares: a credential it reads but does not declare could not be set there."""
+    cls = PROVIDERS[provider_id]
+    # The provider's own code and its channel's base class (Provider's helpers read only what they are asked).
+    classes = [klass for klass in cls.__mro__ if klass.__module__.startswith("herald.providers") and klass is not Provider]
+    source = "".join(inspect.getsource(klass) for klass in classes)
+    read = set(re.findall(r'(?:credential|require|flag)\("([A-Za-z]+)"', source))
+    if "self.base_url(" in source:
+        read.add("baseUrl")
+    # The channel's own (``from``, ``senderName``, ``webhookUrl``) are read by the channel's base class.
+    declared = cls.declared_credentials()
+    assert read - NOT_IN_FORMS <= set(declared), (provider_id, sorted(read - set(declared)))
+    assert declared[: len(cls.required_credentials)] == cls.required_credentials
+    assert len(declared) == len(set(declared))

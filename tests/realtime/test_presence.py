@@ -362,3 +362,37 @@ async def test_a_process_swept_while_alive_writes_its_presence_again_at_its_next
         assert (await subscriber_row(app, subscriber["_id"])).is_online is True
     finally:
         await realtime.close()
+
+
+async def test_an_idle_server_on_sqlite_skips_its_heartbeat_until_it_holds_a_subscriber_again(
+    app: FastAPI, subscriber: dict[str, Any]
+) -> None:
+    """On SQLite (one server a file) a heartbeat with no socket held writes nothing; on PostgreSQL it still
+    beats, for the other processes. The first subscriber held again writes the row back, announced."""
+    realtime = Realtime(app.state.sessionmaker, "unused", app.state.settings.database_url, heartbeat_seconds=30)
+    await realtime.start()
+    try:
+        await expire(app, realtime.process_id)
+        await realtime.beat()
+        row = await process_row(app, realtime.process_id)
+        assert row is not None
+        if app.state.settings.database_url.startswith("sqlite"):
+            assert row.expires_at < utcnow()  # not beaten: nothing was written
+
+            # The worker's sweep takes the expired row meanwhile; the next connect writes it back, announced.
+            await service.sweep_dead_processes(app.state.sessionmaker)
+            assert await process_row(app, realtime.process_id) is None
+            room = f"{subscriber['_environmentId']}:{subscriber['_id']}"
+            realtime.sockets[room] = 1
+            await realtime._record(room)
+            row = await process_row(app, realtime.process_id)
+            assert row is not None and row.announced is True and row.expires_at > utcnow()
+            assert await presence_of(app, realtime.process_id) == {subscriber["_id"]}
+            # Holding a subscriber, it beats again.
+            await expire(app, realtime.process_id)
+            await realtime.beat()
+            assert (await process_row(app, realtime.process_id)).expires_at > utcnow()  # type: ignore[union-attr]
+        else:
+            assert row.expires_at > utcnow()
+    finally:
+        await realtime.close()

@@ -12,6 +12,7 @@ from importlib.metadata import version
 
 import pytest
 
+from herald.kit import pinned
 from herald.realtime import websocket
 from herald.realtime.server import uvicorn_websocket_options
 
@@ -27,7 +28,7 @@ def test_serve_takes_the_lean_wsproto_protocol_with_the_pinned_uvicorn() -> None
 
 
 def test_another_uvicorn_gets_its_own_wsproto_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(websocket, "version", lambda name: "0.99.0")
+    monkeypatch.setattr(pinned, "version", lambda name: "0.99.0")
     assert websocket.protocol() == "wsproto"
 
 

@@ -9,14 +9,17 @@ import httpx
 from fastapi import FastAPI
 
 from herald.translations.service import set_translation_enabled
-from tests.fixtures.builders import create_workflow, unique
+from tests.fixtures.builders import create_unchecked_workflow, create_workflow, unique
 
 
 async def translated_workflow(
-    app: FastAPI, api: httpx.AsyncClient, environment_id: str, **fields: Any
+    app: FastAPI, api: httpx.AsyncClient, environment_id: str, *, unchecked: bool = False, **fields: Any
 ) -> dict[str, Any]:
-    """A workflow with isTranslationEnabled on (set in the store: the v1 workflow routes do not carry the flag)."""
-    workflow = await create_workflow(api, **fields)
+    """A workflow with isTranslationEnabled on (set in the store: the v1 workflow routes do not carry the flag).
+
+    ``unchecked``: its templates are stored as given (create_unchecked_workflow), past the checks on save.
+    """
+    workflow = await create_unchecked_workflow(app, api, **fields) if unchecked else await create_workflow(api, **fields)
     async with app.state.sessionmaker() as session:
         assert await set_translation_enabled(session, environment_id, workflow["_id"], True)
         await session.commit()

@@ -123,11 +123,12 @@ async def test_delete_one_locale(app: FastAPI, api: httpx.AsyncClient, tenancy: 
 
 
 async def test_group_lists_configured_and_stored_locales_and_outdated_ones(
-    app: FastAPI, api: httpx.AsyncClient, tenancy: Tenancy
+    app: FastAPI, api: httpx.AsyncClient, production_api: httpx.AsyncClient, tenancy: Tenancy
 ) -> None:
     workflow = await translated_workflow(app, api, tenancy.environment_id, name="Onboarding")
     identifier = workflow["triggers"][0]["identifier"]
-    settings = await api.patch(
+    # The organization's locales change Production too: its own key sets them.
+    settings = await production_api.patch(
         "/v1/organizations/settings", json={"defaultLocale": "en_US", "targetLocales": ["fr_FR", "de_DE"]}
     )
     assert settings.status_code == 200, settings.text
@@ -155,16 +156,20 @@ async def test_delete_group_removes_every_locale_and_turns_translations_off(
     assert deleted.status_code == 204, deleted.text
     for locale in ("en_US", "fr_FR"):
         assert_error(await api.get(f"/v2/translations/workflow/{identifier}/{locale}"), 404)
+    assert_error(await api.get(f"/v2/translations/group/workflow/{identifier}"), 404)
     async with app.state.sessionmaker() as session:
         stored = await session.get(Workflow, workflow["_id"])
         assert stored is not None and stored.is_translation_enabled is False
     assert_error(await api.delete("/v2/translations/workflow/no-such-workflow"), 404)
 
 
-async def test_upload_files_one_per_locale(app: FastAPI, api: httpx.AsyncClient, tenancy: Tenancy) -> None:
+async def test_upload_files_one_per_locale(
+    app: FastAPI, api: httpx.AsyncClient, production_api: httpx.AsyncClient, tenancy: Tenancy
+) -> None:
     workflow = await translated_workflow(app, api, tenancy.environment_id)
     identifier = workflow["triggers"][0]["identifier"]
-    await api.patch("/v1/organizations/settings", json={"targetLocales": ["fr_FR", "es_ES"]})
+    settings = await production_api.patch("/v1/organizations/settings", json={"targetLocales": ["fr_FR", "es_ES"]})
+    assert settings.status_code == 200, settings.text
     response = await upload(api, identifier, {"en_US.json": {"k": "Hello"}, "fr_FR.json": {"k": "Bonjour"}})
     assert response.status_code == 200, response.text
     assert response.json()["data"] == {"totalFiles": 2, "successfulUploads": 2, "failedUploads": 0, "errors": []}
@@ -209,14 +214,14 @@ async def test_upload_refuses_bad_json_bad_names_and_unknown_locales(
     assert count == 0
 
 
-async def test_locale_settings_validate(api: httpx.AsyncClient) -> None:
+async def test_locale_settings_validate(api: httpx.AsyncClient, production_api: httpx.AsyncClient) -> None:
     assert (await api.get("/v1/organizations/settings")).json()["data"] == {
         "defaultLocale": "en_US",
         "targetLocales": [],
     }
-    assert_error(await api.patch("/v1/organizations/settings", json={"defaultLocale": "english"}), 422)
-    assert_error(await api.patch("/v1/organizations/settings", json={"targetLocales": ["fr_FR", "xx"]}), 422)
-    changed = await api.patch(
+    assert_error(await production_api.patch("/v1/organizations/settings", json={"defaultLocale": "english"}), 422)
+    assert_error(await production_api.patch("/v1/organizations/settings", json={"targetLocales": ["fr_FR", "xx"]}), 422)
+    changed = await production_api.patch(
         "/v1/organizations/settings", json={"defaultLocale": "fr_FR", "targetLocales": ["fr_FR", "en_GB"]}
     )
     assert changed.json()["data"] == {"defaultLocale": "fr_FR", "targetLocales": ["en_GB"]}

@@ -16,16 +16,23 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from herald.app import build_worker
-from herald.engine import queue
 from herald.engine.worker import Worker
 from herald.kit.time import isoformat, utcnow
-from herald.models import Job
+from herald.models import Job, WebhookEndpoint
+from herald.webhooks import queue as deliveries
 from herald.webhooks.delivery import next_attempt_delay
 from herald.webhooks.events import LISTENING
 from tests.conftest import Tenancy
 from tests.engine.conftest import trigger
 from tests.fixtures.builders import create_subscriber, create_workflow
-from tests.fixtures.peers import HttpPeer, RecordedRequest, status_answer
+from tests.fixtures.peers import (
+    FLOOD_BYTES,
+    FLOOD_IN_FLIGHT,
+    FloodingHttpServer,
+    HttpPeer,
+    RecordedRequest,
+    status_answer,
+)
 
 HOOK = "/hooks/herald"
 
@@ -160,6 +167,11 @@ async def test_a_failing_receiver_gets_the_same_event_again_until_it_answers(
                     [job] = (await session.execute(select(Job).where(Job.kind == "webhook", Job.environment_id == workflow["_environmentId"]))).scalars()
                     assert job.status == "queued" and job.run_at > utcnow() + timedelta(seconds=5)
                     job.run_at = utcnow()
+                    # The endpoint is paused too, at least as long as the first retry waits: its pause is over as well.
+                    endpoint_row = await session.get(WebhookEndpoint, endpoint["_id"])
+                    assert endpoint_row is not None and endpoint_row.paused_until is not None
+                    assert endpoint_row.paused_until > utcnow() + timedelta(seconds=5)
+                    endpoint_row.paused_until = utcnow()
     finally:
         await worker.http.aclose()
     attempts = receiver.requests_to(HOOK)
@@ -183,6 +195,8 @@ async def test_after_a_day_of_failures_the_endpoint_is_disabled_with_the_reason(
         [job] = (await session.execute(select(Job).where(Job.kind == "webhook", Job.environment_id == workflow["_environmentId"]))).scalars()
         job.data = {**job.data, "firstAttemptAt": isoformat(utcnow() - timedelta(hours=27))}
         job.run_at = utcnow()
+        # Its endpoint's pause is over too.
+        await session.execute(update(WebhookEndpoint).where(WebhookEndpoint.id == job.endpoint_id).values(paused_until=utcnow()))
         await session.commit()
     await worker.run_until_idle()
     [listed] = (await api.get("/v1/webhooks/endpoints")).json()["data"]
@@ -209,6 +223,22 @@ async def test_an_address_the_outbound_policy_refuses_disables_the_endpoint(
     assert listed["disabled"] is True and "outbound policy refused 169.254.169.254" in listed["disabledReason"]
 
 
+async def test_an_endpoint_answering_without_end_is_read_to_the_limit_and_hung_up_on(api: httpx.AsyncClient, worker: Worker) -> None:
+    """200 MB offered: the delivery is settled on the status (2xx: delivered) and the rest is never read."""
+    flood = await FloodingHttpServer().start()
+    try:
+        await add_endpoint(api, flood.url + HOOK, ["workflow.updated"])
+        workflow = await create_workflow(api)
+        await api.put(f"/v1/workflows/{workflow['_id']}", json={"name": "Renamed"})
+        await worker.run_until_idle()
+        written = await flood.wait_finished()
+    finally:
+        flood.close()
+    [listed] = (await api.get("/v1/webhooks/endpoints")).json()["data"]
+    assert listed["failingSince"] is None and listed["disabled"] is False
+    assert written < FLOOD_IN_FLIGHT < FLOOD_BYTES
+
+
 async def test_an_event_whose_worker_died_is_sent_by_another(
     api: httpx.AsyncClient, app: FastAPI, receiver: HttpPeer
 ) -> None:
@@ -217,7 +247,7 @@ async def test_an_event_whose_worker_died_is_sent_by_another(
     await api.put(f"/v1/workflows/{workflow['_id']}", json={"name": "Renamed"})
     # A worker claims the job and dies before sending it.
     async with app.state.sessionmaker() as session, session.begin():
-        claimed = await queue.claim_jobs(session, "worker-that-died", 100, lease_seconds=60)
+        claimed = await deliveries.claim_deliveries(session, endpoint["_id"], 100, "worker-that-died", lease_seconds=60)
     assert [job.kind for job in claimed] == ["webhook"]
     async with app.state.sessionmaker() as session, session.begin():
         await session.execute(update(Job).where(Job.id == claimed[0].id).values(locked_until=utcnow() - timedelta(seconds=1)))

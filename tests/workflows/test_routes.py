@@ -319,7 +319,7 @@ async def test_malformed_body_fields_are_422(api: httpx.AsyncClient) -> None:
 # --- step types and metadata ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("step_type", ["custom", "trigger"])
+@pytest.mark.parametrize("step_type", ["trigger"])
 async def test_step_types_herald_does_not_run_are_refused(api: httpx.AsyncClient, step_type: str) -> None:
     response = await post_workflow(api, steps=[step_with(step_type)])
     error = assert_validation(response, "steps.0.template.type", f"{step_type} steps are not supported by Herald")
@@ -611,7 +611,7 @@ async def test_update_validates_like_create(api: httpx.AsyncClient) -> None:
     path = f"/v1/workflows/{workflow['_id']}"
     assert_validation(await api.put(path, json={"steps": [step_with("digest", {"type": "regular"})]}), "steps.0.metadata.amount")
     assert_validation(await api.put(path, json={"steps": [step_with("throttle")]}), "steps.0.metadata")
-    assert_validation(await api.put(path, json={"steps": [step_with("custom")]}), "steps.0.template.type")
+    assert_validation(await api.put(path, json={"steps": [step_with("trigger")]}), "steps.0.template.type")
     assert_validation(await api.put(path, json={"name": ""}), "name")
     # The error names the field as the caller sent it.
     assert_validation(await api.put(path, json={"identifier": "no spaces allowed"}), "identifier")

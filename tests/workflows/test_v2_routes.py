@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email
+import json
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -313,24 +314,22 @@ async def test_list_searches_filters_and_pages(api: httpx.AsyncClient) -> None:
 
 
 async def test_sync_copies_into_another_environment(app: FastAPI, api: httpx.AsyncClient, tenancy: Tenancy) -> None:
+    # An unprotected environment: Production takes changes from its own keys only.
+    staging = (await api.post("/v1/environments", json={"name": "Staging"})).json()["data"]
     workflow = await created(api, steps=[IN_APP, DELAY], tags=["t"])
-    response = await api.put(
-        f"/v2/workflows/{workflow['_id']}/sync", json={"targetEnvironmentId": tenancy.production_environment_id}
-    )
+    response = await api.put(f"/v2/workflows/{workflow['_id']}/sync", json={"targetEnvironmentId": staging["_id"]})
     assert response.status_code == 200, response.text
     copy = response.json()["data"]
     assert copy["_id"] != workflow["_id"] and copy["workflowId"] == workflow["workflowId"]
     assert [s["controlValues"] for s in copy["steps"]] == [s["controlValues"] for s in workflow["steps"]]
     assert {s["_id"] for s in copy["steps"]}.isdisjoint({s["_id"] for s in workflow["steps"]})
-    async with make_client(app, tenancy.production_api_key) as production:
-        seen = (await production.get(f"/v2/workflows/{workflow['workflowId']}")).json()["data"]
+    async with make_client(app, staging["apiKeys"][0]["key"]) as staged:
+        seen = (await staged.get(f"/v2/workflows/{workflow['workflowId']}")).json()["data"]
         assert seen["_id"] == copy["_id"] and seen["tags"] == ["t"]
     # A second sync brings the copy up to date, keeping its ids.
     await api.patch(f"/v2/workflows/{workflow['_id']}", json={"name": "Renamed"})
     again = (
-        await api.put(
-            f"/v2/workflows/{workflow['_id']}/sync", json={"targetEnvironmentId": tenancy.production_environment_id}
-        )
+        await api.put(f"/v2/workflows/{workflow['_id']}/sync", json={"targetEnvironmentId": staging["_id"]})
     ).json()["data"]
     assert again["_id"] == copy["_id"] and again["name"] == "Renamed"
     assert [s["_id"] for s in again["steps"]] == [s["_id"] for s in copy["steps"]]
@@ -370,7 +369,7 @@ async def test_validation_errors(api: httpx.AsyncClient) -> None:
     taken = await created(api)
     assert_error(await api.post("/v2/workflows", json=body(workflowId=taken["workflowId"])), 409)
     assert_error(await api.post("/v2/workflows", json={"name": "x", "steps": []}), 422)
-    bad_type = assert_error(await api.post("/v2/workflows", json=body(steps=[{"name": "t", "type": "custom"}])), 422)
+    bad_type = assert_error(await api.post("/v2/workflows", json=body(steps=[{"name": "t", "type": "tool"}])), 422)
     assert "steps.0.type" in bad_type["errors"]
     # A throttle's controls are its metadata: checked as a v1 throttle step's.
     no_window = assert_error(
@@ -387,11 +386,20 @@ async def test_validation_errors(api: httpx.AsyncClient) -> None:
     assert any(field.startswith("steps.0.controlValues") for field in no_amount["errors"]), no_amount
     twice = assert_error(await api.post("/v2/workflows", json=body(steps=[IN_APP, IN_APP])), 422)
     assert "steps.1.stepId" in twice["errors"]
-    block = {**EMAIL, "controlValues": {**EMAIL["controlValues"], "editorType": "block"}}
-    assert (
-        "steps.0.controlValues.editorType"
-        in assert_error(await api.post("/v2/workflows", json=body(steps=[block])), 422)["errors"]
-    )
+    # A block-editor document deeper than the limit cannot be made into a template.
+    deep: dict = {"type": "paragraph", "content": [{"type": "text", "text": "x"}]}
+    for _ in range(40):
+        deep = {"type": "blockquote", "content": [deep]}
+    block = {
+        **EMAIL,
+        "controlValues": {
+            **EMAIL["controlValues"],
+            "editorType": "block",
+            "body": json.dumps({"type": "doc", "content": [deep]}),
+        },
+    }
+    too_deep = assert_error(await api.post("/v2/workflows", json=body(steps=[block])), 422)
+    assert "steps.0.controlValues.body" in too_deep["errors"], too_deep["errors"]
     bad_schema = assert_error(await api.post("/v2/workflows", json=body(payloadSchema={"type": "nonsense"})), 422)
     assert "payloadSchema" in bad_schema["errors"]
     assert_error(await api.post("/v2/workflows", json=body(workflowId="has spaces")), 422)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from herald.engine.steps import chat, delay, digest, email, in_app, push, sms, throttle
+from herald.engine.steps import chat, custom, delay, digest, email, http_request, in_app, push, sms, throttle
 from herald.engine.steps.base import StepContext, StepOutcome
 
 StepRunner = Callable[[StepContext], Awaitable[StepOutcome]]
@@ -18,4 +18,6 @@ STEP_RUNNERS: dict[str, StepRunner] = {
     "delay": delay.run,
     "digest": digest.run,
     "throttle": throttle.run,
+    "http_request": http_request.run,
+    "custom": custom.run,
 }

@@ -24,6 +24,7 @@ from herald.models import Event, Job, Message, Subscriber
 
 if TYPE_CHECKING:
     from herald.engine.steps.batch import StepBatch
+    from herald.engine.steps.bridged import BridgeOutputs
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,24 @@ class EngineSettings:
     retry_base_seconds: float = 2.0
     lease_seconds: float = 60.0
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
+
+
+def subscriber_variables(subscriber: Subscriber) -> dict[str, Any]:
+    """The subscriber as templates and step conditions see it (``{{subscriber.firstName}}``)."""
+    return {
+        "_id": subscriber.id,
+        "subscriberId": subscriber.subscriber_id,
+        "firstName": subscriber.first_name,
+        "lastName": subscriber.last_name,
+        "email": subscriber.email,
+        "phone": subscriber.phone,
+        "avatar": subscriber.avatar,
+        "locale": subscriber.locale,
+        "timezone": subscriber.timezone,
+        "data": subscriber.data or {},
+        "channels": subscriber.channels or [],
+        "isOnline": subscriber.is_online,
+    }
 
 
 @dataclass
@@ -54,8 +73,14 @@ class StepContext:
     # The environment variables a step that reads ``env`` sees, by key, opened
     # (read by the runner only for such steps: see steps_reading_env).
     env: dict[str, str] | None = None
+    # Why the step's template cannot be made (its translations past a limit): the step fails with it.
+    template_error: str | None = None
     # What the channel steps of the runner's batch share (steps/batch.py); None for a step run alone.
     batch: StepBatch | None = None
+    # A step of a code-first workflow: what its bridge answered (steps/bridged.py) for a channel or
+    # custom step, and the settings it gave a digest or delay step (kept on the job for its resumption).
+    bridge_outputs: BridgeOutputs | None = None
+    bridge_metadata: dict[str, Any] | None = None
 
     @property
     def template(self) -> dict[str, Any]:
@@ -70,21 +95,7 @@ class StepContext:
         return self.event.payload or {}
 
     def subscriber_fields(self) -> dict[str, Any]:
-        subscriber = self.subscriber
-        return {
-            "_id": subscriber.id,
-            "subscriberId": subscriber.subscriber_id,
-            "firstName": subscriber.first_name,
-            "lastName": subscriber.last_name,
-            "email": subscriber.email,
-            "phone": subscriber.phone,
-            "avatar": subscriber.avatar,
-            "locale": subscriber.locale,
-            "timezone": subscriber.timezone,
-            "data": subscriber.data or {},
-            "channels": subscriber.channels or [],
-            "isOnline": subscriber.is_online,
-        }
+        return subscriber_variables(self.subscriber)
 
     def variables(self) -> dict[str, Any]:
         """What templates see: subscriber, payload, step (digest), tenant, actor, env."""

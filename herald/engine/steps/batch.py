@@ -16,7 +16,9 @@ those were a quarter of a worker's CPU an email. Here:
 - accepted deliveries are stored by :class:`AcceptedDeliveries`, which writes
   the ones that arrive while a write is under way together in the next
   transaction. Each step still waits until its delivery is committed before it
-  goes on, so a delivery is never stored later than before.
+  goes on, so a delivery is never stored later than before;
+- the records that an email is about to be handed to its SMTP server
+  (:class:`HandOvers`, steps/delivery.py) are written the same way.
 """
 
 from __future__ import annotations
@@ -24,35 +26,42 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from herald.engine import queue
 from herald.engine.repository import EngineRepository
+from herald.kit.db import without_transaction
 from herald.models import Integration, IntegrationHealth, Job, Message
 
 Candidates = list[tuple[Integration, IntegrationHealth | None]]
 
 
 @dataclass
-class AcceptedDeliveries:
-    """Stores accepted deliveries while this worker holds their jobs, those that arrive together in one transaction.
+class _GroupedJobWrites:
+    """Writes for jobs this worker holds, those that arrive while a write is under way together in the next transaction.
 
-    A job whose lease this worker lost (another worker took it over) has its
-    delivery refused with ``JobLost``, as ``queue.lock_owned_job`` does for one.
+    Each caller waits until its own write is committed. A job whose lease this
+    worker lost (another worker took it over) is refused with ``JobLost``, as
+    ``queue.lock_owned_job`` does for one.
     """
 
     sessionmaker: async_sessionmaker[AsyncSession]
     worker_id: str
-    _waiting: list[tuple[str, Message, asyncio.Future[None]]] = field(default_factory=list)
+    _waiting: list[tuple[str, Any, asyncio.Future[None]]] = field(default_factory=list)
     _writer: asyncio.Task[None] | None = None
 
-    async def store(self, job_id: str, message: Message) -> None:
+    async def _submit(self, job_id: str, item: Any) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((job_id, message, done))
+        self._waiting.append((job_id, item, done))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.ensure_future(self._write_all())
         await done
+
+    async def _write(self, group: Sequence[tuple[str, Any, asyncio.Future[None]]]) -> set[str]:
+        """Write the group in one transaction; returns the ids of the jobs this worker still held."""
+        raise NotImplementedError
 
     async def _write_all(self) -> None:
         try:
@@ -86,7 +95,15 @@ class AcceptedDeliveries:
                 else:
                     done.set_exception(queue.JobLost(job_id))
 
-    async def _write(self, group: Sequence[tuple[str, Message, asyncio.Future[None]]]) -> set[str]:
+
+@dataclass
+class AcceptedDeliveries(_GroupedJobWrites):
+    """Stores accepted deliveries while this worker holds their jobs, those that arrive together in one transaction."""
+
+    async def store(self, job_id: str, message: Message) -> None:
+        await self._submit(job_id, message)
+
+    async def _write(self, group: Sequence[tuple[str, Any, asyncio.Future[None]]]) -> set[str]:
         async with self.sessionmaker() as session, session.begin():
             owned = await queue.lock_held_jobs(session, [job_id for job_id, _, _ in group], self.worker_id)
             await EngineRepository(session).save_messages([message for job_id, message, _ in group if job_id in owned])
@@ -97,12 +114,33 @@ class AcceptedDeliveries:
 
 
 @dataclass
+class HandOvers(_GroupedJobWrites):
+    """Records that a step's email is about to be handed to its SMTP server (``queue.record_handovers``), those of a batch together."""
+
+    async def record(self, job_id: str) -> None:
+        await self._submit(job_id, None)
+
+    async def _write(self, group: Sequence[tuple[str, Any, asyncio.Future[None]]]) -> set[str]:
+        return await record_handovers(self.sessionmaker, [job_id for job_id, _, _ in group], self.worker_id)
+
+
+async def record_handovers(sessionmaker: async_sessionmaker[AsyncSession], job_ids: Sequence[str], worker_id: str) -> set[str]:
+    """``queue.record_handovers`` in a session of its own: one statement, so no transaction around it on PostgreSQL."""
+    async with sessionmaker() as session:
+        await without_transaction(session)
+        owned = await queue.record_handovers(session, job_ids, worker_id)
+        await session.commit()
+    return owned
+
+
+@dataclass
 class StepBatch:
-    """The reads a batch's channel steps share, and its :class:`AcceptedDeliveries`."""
+    """The reads a batch's channel steps share, its :class:`AcceptedDeliveries` and its :class:`HandOvers`."""
 
     sessionmaker: async_sessionmaker[AsyncSession]
     jobs: Sequence[Job]
     accepted: AcceptedDeliveries
+    handovers: HandOvers
     _candidates: dict[tuple[str, str], asyncio.Future[Candidates]] = field(default_factory=dict)
     _earlier: asyncio.Future[dict[str, dict[str, Message]]] | None = None
 

@@ -13,10 +13,13 @@ from herald.providers.base import ChatMessage
 
 
 async def run(ctx: StepContext) -> StepOutcome:
-    try:
-        content = await render_bounded(render_chat, ctx.template.get("content") or "", ctx.variables())
-    except TemplateError as exc:
-        return StepOutcome.failed(f"Template error: {exc}")
+    if ctx.bridge_outputs is not None:
+        content = ctx.bridge_outputs.text("body") or ""
+    else:
+        try:
+            content = await render_bounded(render_chat, ctx.template.get("content") or "", ctx.variables())
+        except TemplateError as exc:
+            return StepOutcome.failed(f"Template error: {exc}")
 
     def build(credentials: dict[str, Any], integration: Integration):  # type: ignore[no-untyped-def]
         chat = ChatMessage(content=content, webhook_url=credentials.get("webhookUrl"), channel=credentials.get("channel"))

@@ -20,7 +20,7 @@ from herald.engine.steps.delivery import (
     no_integration,
     select_integration,
 )
-from herald.engine.templates import TemplateError, render_bounded, render_email
+from herald.engine.templates import RenderedEmail, TemplateError, html_to_text, render_bounded, render_email
 from herald.layouts.cache import CachedLayout, layout_cache
 from herald.models import Integration
 from herald.providers.base import EmailMessage
@@ -71,19 +71,26 @@ async def run(ctx: StepContext) -> StepOutcome:
     if not ctx.subscriber.email:
         return missing_address(ctx, "email", "email address")
     template = ctx.template
-    layout, warning = await choose_layout(ctx)
-    try:
-        rendered = await render_bounded(
-            render_email,
-            template.get("content") or "",
-            template.get("subject") or "",
-            ctx.variables(),
-            layout=layout.content if layout is not None else None,
-            preheader=template.get("preheader"),
-        )
-    except TemplateError as exc:
-        where = f" (layout {layout.identifier})" if layout is not None and "layout" in exc.message else ""
-        return StepOutcome.failed(f"Template error{where}: {exc}")
+    bridge = ctx.bridge_outputs
+    if bridge is not None:
+        # A code-first step: the bridge made the whole email (its own layout included).
+        body = bridge.email_html()
+        rendered = RenderedEmail(subject=" ".join((bridge.text("subject") or "").split()), html=body, text=html_to_text(body))
+        warning = None
+    else:
+        layout, warning = await choose_layout(ctx)
+        try:
+            rendered = await render_bounded(
+                render_email,
+                template.get("content") or "",
+                template.get("subject") or "",
+                ctx.variables(),
+                layout=layout.content if layout is not None else None,
+                preheader=template.get("preheader"),
+            )
+        except TemplateError as exc:
+            where = f" (layout {layout.identifier})" if layout is not None and "layout" in exc.message else ""
+            return StepOutcome.failed(f"Template error{where}: {exc}")
     candidates, already = await load_candidates(ctx, "email")
     integration, reason = select_integration(ctx, "email", [pair[0] for pair in candidates])
     if integration is None:
@@ -94,6 +101,8 @@ async def run(ctx: StepContext) -> StepOutcome:
         html=rendered.html,
         text=rendered.text,
         sender_name=template.get("senderName") or None,
+        from_address=bridge.text("from") if bridge is not None else None,
+        reply_to=bridge.text("replyTo") if bridge is not None else None,
     )
 
     async def send(provider):  # type: ignore[no-untyped-def]

@@ -8,10 +8,14 @@ from herald.kit.time import isoformat
 
 
 async def run(ctx: StepContext) -> StepOutcome:
-    try:
-        rendered = await render_bounded(render_in_app, ctx.template, ctx.variables())
-    except TemplateError as exc:
-        return StepOutcome.failed(f"Template error: {exc}")
+    if ctx.bridge_outputs is not None:
+        # A code-first step: the bridge made (and sanitized) its content.
+        rendered = ctx.bridge_outputs.in_app()
+    else:
+        try:
+            rendered = await render_bounded(render_in_app, ctx.template, ctx.variables())
+        except TemplateError as exc:
+            return StepOutcome.failed(f"Template error: {exc}")
     message = ctx.new_message(
         "in_app",
         content=rendered.get("content", ""),

@@ -10,18 +10,21 @@ from typing import Any
 
 from herald.engine.steps.base import StepContext, StepOutcome
 from herald.engine.steps.subscriber_channels import deliver_to_channels
-from herald.engine.templates import TemplateError, render_bounded, render_push
+from herald.engine.templates import RenderedPush, TemplateError, render_bounded, render_push
 from herald.models import Integration
 from herald.providers.base import PushMessage
 
 
 async def run(ctx: StepContext) -> StepOutcome:
-    try:
-        rendered = await render_bounded(
-            render_push, ctx.template.get("title") or ctx.template.get("subject"), ctx.template.get("content"), ctx.variables()
-        )
-    except TemplateError as exc:
-        return StepOutcome.failed(f"Template error: {exc}")
+    if ctx.bridge_outputs is not None:
+        rendered = RenderedPush(title=ctx.bridge_outputs.text("subject") or "", content=ctx.bridge_outputs.text("body") or "")
+    else:
+        try:
+            rendered = await render_bounded(
+                render_push, ctx.template.get("title") or ctx.template.get("subject"), ctx.template.get("content"), ctx.variables()
+            )
+        except TemplateError as exc:
+            return StepOutcome.failed(f"Template error: {exc}")
 
     def build(credentials: dict[str, Any], integration: Integration):  # type: ignore[no-untyped-def]
         tokens = [token for token in credentials.get("deviceTokens") or [] if isinstance(token, str) and token]

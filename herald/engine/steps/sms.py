@@ -19,10 +19,13 @@ from herald.providers.base import SmsMessage
 async def run(ctx: StepContext) -> StepOutcome:
     if not ctx.subscriber.phone:
         return missing_address(ctx, "sms", "phone number")
-    try:
-        content = await render_bounded(render_sms, ctx.template.get("content") or "", ctx.variables())
-    except TemplateError as exc:
-        return StepOutcome.failed(f"Template error: {exc}")
+    if ctx.bridge_outputs is not None:
+        content = ctx.bridge_outputs.text("body") or ""
+    else:
+        try:
+            content = await render_bounded(render_sms, ctx.template.get("content") or "", ctx.variables())
+        except TemplateError as exc:
+            return StepOutcome.failed(f"Template error: {exc}")
     candidates, already = await load_candidates(ctx, "sms")
     integration, reason = select_integration(ctx, "sms", [pair[0] for pair in candidates])
     if integration is None:

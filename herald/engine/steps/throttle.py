@@ -23,6 +23,7 @@ never let more through.
 from __future__ import annotations
 
 import hashlib
+import logging
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +31,7 @@ from herald.engine.filters import MISSING, lookup
 from herald.engine.repository import EngineRepository
 from herald.engine.schedule import ScheduleError, add_duration
 from herald.engine.steps.base import Detail, StepContext, StepOutcome
+from herald.engine.steps.delivery import log_delivery
 from herald.kit.time import isoformat
 
 
@@ -88,4 +90,7 @@ async def run(ctx: StepContext) -> StepOutcome:
     raw = {"throttle": {"count": count, "threshold": threshold, "windowEndsAt": isoformat(closes_at), "key": key}}
     if count <= threshold:
         return StepOutcome("completed", details=[Detail("Success", f"Throttle passed: {counted}", raw=raw)])
+    # The key's value comes from the payload (it may be an address): the log names only the key.
+    keyed_by = f" by {metadata.get('throttleKey')}" if key else ""
+    log_delivery(ctx, logging.INFO, "throttled", None, f"run {count} of at most {threshold} until {isoformat(closes_at)}{keyed_by}")
     return StepOutcome("canceled", details=[Detail("Warning", f"Throttled: {counted}", raw=raw)], halt=True)

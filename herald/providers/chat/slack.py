@@ -23,6 +23,7 @@ class SlackProvider(ChatProvider):
     channelId (fallback for the message's channel)."""
 
     provider_id: ClassVar[str] = "slack"
+    optional_credentials: ClassVar[tuple[str, ...]] = ("token", "apiToken", "channelId", "baseUrl")
     display_name: ClassVar[str] = "Slack"
 
     async def send(self, message: ChatMessage) -> SendResult:

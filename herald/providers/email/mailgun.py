@@ -19,6 +19,7 @@ class MailgunProvider(EmailProvider):
     provider_id: ClassVar[str] = "mailgun"
     display_name: ClassVar[str] = "Mailgun"
     required_credentials: ClassVar[tuple[str, ...]] = ("apiKey", "domain")
+    optional_credentials: ClassVar[tuple[str, ...]] = ("user", "region", "baseUrl")
 
     async def send(self, message: EmailMessage) -> SendResult:
         api_key = self.require("apiKey")

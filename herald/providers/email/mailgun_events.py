@@ -9,7 +9,9 @@ Signing is opt-in here: with the domain's HTTP webhook signing key in
 ``configurations.inboundWebhookSigningKey``, ``signature.signature`` must be the
 hex HMAC-SHA256 of ``signature.timestamp`` followed by ``signature.token``,
 keyed by it, and the timestamp must be recent; without a key, events are taken
-unsigned.
+unsigned. The signature does not cover the body, so its token is taken once,
+as Mailgun advises: a request whose token was used already is refused, whatever
+its body (herald/providers/inbound.py, ``spend_once``).
 
 An event's identity is ``event-data.id``, Mailgun's id of the event (the same
 on each retry); without one, a digest of the message id, the event, its
@@ -31,6 +33,7 @@ from herald.providers.inbound import (
     event_time,
     hmac_digest,
     same,
+    spend_once,
     text,
 )
 
@@ -49,7 +52,8 @@ def signature(signing_key: str, timestamp: str, token: str) -> str:
     return hmac_digest(signing_key.encode(), (timestamp + token).encode(), "sha256").hex()
 
 
-def verify(body: dict[str, Any], signing_key: str) -> None:
+def verify(body: dict[str, Any], signing_key: str) -> tuple[str, str]:
+    """Check the signature; answers its timestamp and token."""
     signed = body.get("signature")
     if not isinstance(signed, dict):
         raise SignatureRefused("The request is not signed: Mailgun sends signature {timestamp, token, signature}")
@@ -59,6 +63,7 @@ def verify(body: dict[str, Any], signing_key: str) -> None:
     if not same(signature(signing_key, timestamp, token), given.lower()):
         raise SignatureRefused("The signature does not match the integration's webhook signing key")
     check_timestamp(timestamp, name="signature.timestamp")
+    return timestamp, token
 
 
 def _status(data: dict[str, Any]) -> DeliveryStatus | None:
@@ -75,12 +80,14 @@ def _status(data: dict[str, Any]) -> DeliveryStatus | None:
     return STATUSES.get(event)
 
 
-def read_events(request: InboundRequest, integration: InboundIntegration) -> list[DeliveryEvent]:
+async def read_events(request: InboundRequest, integration: InboundIntegration) -> list[DeliveryEvent]:
     body = request.json()
     if not isinstance(body, dict):
         raise BadRequestError("Mailgun's webhook posts a JSON object with signature and event-data")
-    if integration.signing_key is not None:
-        verify(body, integration.signing_key)
+    signing_key = integration.signing_key
+    if signing_key is not None:
+        timestamp, token = verify(body, signing_key)
+        await spend_once(integration, signing_key, token, timestamp, name="signature.token")
     data = body.get("event-data")
     if not isinstance(data, dict):
         raise BadRequestError("Mailgun's webhook carries the event in event-data")

@@ -24,10 +24,13 @@ def format_address(address: str, name: str | None) -> str:
     return formataddr((name, address)) if name else address
 
 
-def build_mime(message: EmailMessage, from_address: str, sender_name: str | None) -> MimeMessage:
+def build_mime(
+    message: EmailMessage, from_address: str, sender_name: str | None, message_id: str | None = None
+) -> MimeMessage:
     """multipart/alternative (text + html), wrapped in multipart/mixed when there are attachments.
 
     Bcc recipients are left out of the headers: they belong to the envelope only.
+    ``message_id``: the Message-ID to write (one made afresh when None).
     """
     mime = MimeMessage()
     mime["From"] = format_address(from_address, sender_name)
@@ -38,8 +41,7 @@ def build_mime(message: EmailMessage, from_address: str, sender_name: str | None
         mime["Reply-To"] = message.reply_to
     mime["Subject"] = message.subject
     mime["Date"] = formatdate(localtime=False, usegmt=True)
-    domain = from_address.rpartition("@")[2] or None
-    mime["Message-ID"] = make_msgid(domain=domain)
+    mime["Message-ID"] = message_id or make_msgid(domain=from_address.rpartition("@")[2] or None)
     for name, value in message.headers.items():
         if name.lower() not in _MANAGED_HEADERS:
             mime[name] = value
@@ -60,8 +62,10 @@ def build_mime(message: EmailMessage, from_address: str, sender_name: str | None
     return mime
 
 
-def render_mime(message: EmailMessage, from_address: str, sender_name: str | None) -> tuple[bytes, str]:
-    """The email as it goes over SMTP (CRLF lines), and its Message-ID.
+def render_mime(
+    message: EmailMessage, from_address: str, sender_name: str | None, message_id: str | None = None
+) -> tuple[bytes, str]:
+    """The email as it goes over SMTP (CRLF lines), and its Message-ID (``message_id``, or one made afresh).
 
     The common email (headers of plain ASCII text, no attachments) is written
     here, by hand: the standard library's EmailMessage took 0.9 ms an email on
@@ -75,8 +79,7 @@ def render_mime(message: EmailMessage, from_address: str, sender_name: str | Non
     flattened by the library, as before.
     """
     sender = format_address(from_address, sender_name)
-    domain = from_address.rpartition("@")[2] or None
-    message_id = make_msgid(domain=domain)
+    message_id = message_id or make_msgid(domain=from_address.rpartition("@")[2] or None)
     headers = [("From", sender), ("To", ", ".join(message.to))]
     if message.cc:
         headers.append(("Cc", ", ".join(message.cc)))
@@ -85,7 +88,7 @@ def render_mime(message: EmailMessage, from_address: str, sender_name: str | Non
     headers += [("Subject", message.subject), ("Date", formatdate(localtime=False, usegmt=True)), ("Message-ID", message_id)]
     headers += [(name, value) for name, value in message.headers.items() if name.lower() not in _MANAGED_HEADERS]
     if message.attachments or not all(_plain_field(name, value) for name, value in headers):
-        mime = build_mime(message, from_address, sender_name)
+        mime = build_mime(message, from_address, sender_name, message_id)
         return mime.as_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"), str(mime["Message-ID"])
     lines = [f"{name}: {value}" for name, value in headers]
     lines.append("MIME-Version: 1.0")

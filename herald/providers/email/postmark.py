@@ -18,6 +18,7 @@ class PostmarkProvider(EmailProvider):
     provider_id: ClassVar[str] = "postmark"
     display_name: ClassVar[str] = "Postmark"
     required_credentials: ClassVar[tuple[str, ...]] = ("apiKey",)
+    optional_credentials: ClassVar[tuple[str, ...]] = ("baseUrl",)
 
     async def send(self, message: EmailMessage) -> SendResult:
         token = self.require("apiKey")

@@ -18,6 +18,7 @@ class SendGridProvider(EmailProvider):
     provider_id: ClassVar[str] = "sendgrid"
     display_name: ClassVar[str] = "SendGrid"
     required_credentials: ClassVar[tuple[str, ...]] = ("apiKey",)
+    optional_credentials: ClassVar[tuple[str, ...]] = ("ipPoolName", "region", "baseUrl")
 
     async def send(self, message: EmailMessage) -> SendResult:
         api_key = self.require("apiKey")

@@ -21,6 +21,7 @@ class SesProvider(EmailProvider):
     provider_id: ClassVar[str] = "ses"
     display_name: ClassVar[str] = "Amazon SES"
     required_credentials: ClassVar[tuple[str, ...]] = ("apiKey", "secretKey", "region")
+    optional_credentials: ClassVar[tuple[str, ...]] = ("baseUrl",)
 
     async def send(self, message: EmailMessage) -> SendResult:
         access_key = self.require("apiKey")

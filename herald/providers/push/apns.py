@@ -38,6 +38,7 @@ class ApnsProvider(PushProvider):
     provider_id: ClassVar[str] = "apns"
     display_name: ClassVar[str] = "Apple Push Notification service"
     required_credentials: ClassVar[tuple[str, ...]] = ("secretKey", "apiKey", "projectName", "applicationId")
+    optional_credentials: ClassVar[tuple[str, ...]] = ("secure", "baseUrl")
 
     async def send(self, message: PushMessage) -> SendResult:
         tokens = self.check_tokens(message)

@@ -34,6 +34,7 @@ class ExpoProvider(PushProvider):
     """Credentials: apiKey (the access token, when push security is on for the project)."""
 
     provider_id: ClassVar[str] = "expo"
+    optional_credentials: ClassVar[tuple[str, ...]] = ("apiKey", "baseUrl")
     display_name: ClassVar[str] = "Expo Push"
 
     async def send(self, message: PushMessage) -> SendResult:

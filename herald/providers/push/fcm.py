@@ -15,6 +15,7 @@ from google.auth import transport as google_transport
 from google.oauth2 import service_account
 
 from herald.kit.outbound import GuardedSyncBackend, OutboundPolicy, OutboundRefused
+from herald.providers.answers import read_streamed_sync
 from herald.providers.base import ProviderError, PushMessage, PushProvider, SendResult
 from herald.providers.http import (
     TOTAL_TIMEOUT,
@@ -51,6 +52,7 @@ class FcmProvider(PushProvider):
     provider_id: ClassVar[str] = "fcm"
     display_name: ClassVar[str] = "Firebase Cloud Messaging"
     required_credentials: ClassVar[tuple[str, ...]] = ("serviceAccount",)
+    optional_credentials: ClassVar[tuple[str, ...]] = ("baseUrl",)
 
     async def send(self, message: PushMessage) -> SendResult:
         tokens = self.check_tokens(message)
@@ -133,6 +135,12 @@ class FcmProvider(PushProvider):
                     ) from None
                 except ValueError as exc:  # a private key that does not load
                     raise self.error(f"credential serviceAccount cannot sign: {exc}", transient=False) from None
+                except (TypeError, KeyError):
+                    # google-auth indexes the answer as a JSON object; one that is not (cut at the
+                    # limit, or not JSON) is an answer it cannot read, which a later try may not meet.
+                    raise self.error(
+                        f"the token endpoint gave no token: {_refresh_error(request.last_response)}", transient=True
+                    ) from None
                 finally:
                     request.close()
         return str(credentials.token)
@@ -232,9 +240,11 @@ class _HttpxRequest(google_transport.Request):
         **kwargs: Any,
     ) -> _HttpxResponse:
         try:
-            response = self._client.request(
+            # Streamed and read to MAX_ANSWER_BYTES at most (providers/answers.py): ``token_uri`` may name anything.
+            request = self._client.build_request(
                 method, url, content=body, headers=dict(headers or {}), timeout=timeout or self._client.timeout
             )
+            response = read_streamed_sync(self._client.send(request, stream=True))
         except httpx.HTTPError as exc:
             raise google_exceptions.TransportError(exc) from exc
         self.last_response = response

@@ -21,6 +21,7 @@ class OneSignalProvider(PushProvider):
     provider_id: ClassVar[str] = "one-signal"
     display_name: ClassVar[str] = "OneSignal"
     required_credentials: ClassVar[tuple[str, ...]] = ("applicationId", "apiKey")
+    optional_credentials: ClassVar[tuple[str, ...]] = ("apiVersion", "baseUrl")
 
     async def send(self, message: PushMessage) -> SendResult:
         tokens = self.check_tokens(message)
@@ -50,6 +51,9 @@ class OneSignalProvider(PushProvider):
             body["ios_sound"] = body["android_sound"] = overrides["sound"]
         if overrides.get("badge") is not None:
             body["ios_badgeType"], body["ios_badgeCount"] = "Increase", overrides["badge"]
+        if self.idempotency_key is not None:
+            # OneSignal keeps a key 30 days and answers a repeat with the notification it made the first time.
+            body["idempotency_key"] = self.idempotency_key
         for key, wire in (
             ("channelId", "android_channel_id"),
             ("icon", "small_icon"),

@@ -16,6 +16,7 @@ class MessageBirdProvider(SmsProvider):
     provider_id: ClassVar[str] = "messagebird"
     display_name: ClassVar[str] = "MessageBird"
     required_credentials: ClassVar[tuple[str, ...]] = ("accessKey",)
+    optional_credentials: ClassVar[tuple[str, ...]] = ("baseUrl",)
 
     async def send(self, message: SmsMessage) -> SendResult:
         access_key = self.require("accessKey")

@@ -16,6 +16,7 @@ class PlivoProvider(SmsProvider):
     provider_id: ClassVar[str] = "plivo"
     display_name: ClassVar[str] = "Plivo"
     required_credentials: ClassVar[tuple[str, ...]] = ("accountSid", "token")
+    optional_credentials: ClassVar[tuple[str, ...]] = ("baseUrl",)
 
     async def send(self, message: SmsMessage) -> SendResult:
         auth_id = self.require("accountSid")

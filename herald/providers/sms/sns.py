@@ -22,6 +22,7 @@ class SnsProvider(SmsProvider):
     provider_id: ClassVar[str] = "sns"
     display_name: ClassVar[str] = "Amazon SNS"
     required_credentials: ClassVar[tuple[str, ...]] = ("apiKey", "secretKey", "region")
+    optional_credentials: ClassVar[tuple[str, ...]] = ("baseUrl",)
 
     async def send(self, message: SmsMessage) -> SendResult:
         access_key = self.require("apiKey")

@@ -16,6 +16,7 @@ class TelnyxProvider(SmsProvider):
     provider_id: ClassVar[str] = "telnyx"
     display_name: ClassVar[str] = "Telnyx"
     required_credentials: ClassVar[tuple[str, ...]] = ("apiKey",)
+    optional_credentials: ClassVar[tuple[str, ...]] = ("messageProfileId", "baseUrl")
 
     async def send(self, message: SmsMessage) -> SendResult:
         api_key = self.require("apiKey")

@@ -16,6 +16,7 @@ class TwilioProvider(SmsProvider):
     provider_id: ClassVar[str] = "twilio"
     display_name: ClassVar[str] = "Twilio"
     required_credentials: ClassVar[tuple[str, ...]] = ("accountSid", "token")
+    optional_credentials: ClassVar[tuple[str, ...]] = ("baseUrl",)
 
     async def send(self, message: SmsMessage) -> SendResult:
         account_sid = self.require("accountSid")

@@ -18,6 +18,7 @@ class VonageProvider(SmsProvider):
     provider_id: ClassVar[str] = "nexmo"
     display_name: ClassVar[str] = "Vonage (Nexmo)"
     required_credentials: ClassVar[tuple[str, ...]] = ("apiKey", "secretKey")
+    optional_credentials: ClassVar[tuple[str, ...]] = ("baseUrl",)
 
     async def send(self, message: SmsMessage) -> SendResult:
         api_key = self.require("apiKey")

@@ -12,6 +12,24 @@ const inAppStep = {
   controlValues: { subject: "Order {{payload.order}}", body: "Hello {{subscriber.firstName}}, order {{payload.order}}" },
 };
 const emailStep = { name: "Mail", stepId: "mail", type: "email", controlValues: { subject: "Hi {{subscriber.firstName}}", body: "<p>{{payload.order}}</p>", editorType: "html" } };
+// The block editor's document (Maily's TipTap JSON), with no editorType: @novu/api sends its default, "block".
+const blockDocument = JSON.stringify({
+  type: "doc",
+  content: [
+    { type: "paragraph", content: [{ type: "text", text: "Order " }, { type: "variable", attrs: { id: "payload.order" } }] },
+    { type: "button", attrs: { text: "Track", url: "payload.trackUrl", isUrlVariable: true } },
+  ],
+});
+// An http_request step as @novu/api types it (HttpRequestControlDto).
+const httpRequestStep = {
+  name: "Notify backend",
+  stepId: "notify-backend",
+  type: "http_request",
+  controlValues: { method: "POST", url: "https://backend.example.com/hooks/{{payload.order}}", headers: [{ key: "X-Source", value: "herald" }], body: '{"order": "{{payload.order}}"}', continueOnFailure: true },
+};
+// A custom step of an API-made workflow: its controls are its output.
+const customStep = { name: "Tag", stepId: "tag", type: "custom", controlValues: { custom: { segment: "vip" } } };
+const blockEmailStep = { name: "Blocks", stepId: "blocks", type: "email", controlValues: { subject: "Order {{payload.order}}", body: blockDocument } };
 const layoutBody = "<html><body><h1>{{subscriber.firstName}}</h1>{{content}}</body></html>";
 const createLayout = async (novu, layoutId) => {
   await novu.layouts.create({ layoutId, name: "Brand" });
@@ -324,6 +342,15 @@ export const operations = [
       assert.deepEqual([r[0].id, r[0].event.status], [w.messageIds[0], "opened"]);
       const feed = (await novu.subscribers.notifications.feed({ subscriberId: w.subscriberId })).result;
       assert.equal(feed.data.find((item) => item.id === w.messageIds[0]).seen, true);
+      // A provider's own body (a Vonage delivery receipt, unsigned: the integration has no signature secret).
+      const vonage = (await novu.integrations.create({ providerId: "nexmo", channel: "sms", active: false })).result;
+      const receipt = {
+        msisdn: "15005550006", to: "Herald", "network-code": "310260", messageId: w.messageIds[1],
+        price: "0.0050", status: "delivered", scts: "2601020304", "err-code": "0",
+        "message-timestamp": "2026-01-02 03:04:05",
+      };
+      const tracked = await novu.activity.track({ environmentId: w.environmentId, integrationId: vonage.id, requestBody: receipt });
+      assert.deepEqual(tracked.map((item) => [item.id, item.event.status]), [[w.messageIds[1], "delivered"]]);
     },
   },
   {
@@ -563,6 +590,15 @@ export const operations = [
       assert.equal(r.result.errors[0].subscriberId, "ghost");
       const listed = (await novu.topics.subscriptions.list({ topicKey: w.topicKey })).result;
       assert.deepEqual(listed.data.map((item) => item.subscriber.subscriberId).sort(), [w.subscriberId, w.otherSubscriberId].sort());
+      // A condition on the workflow (applied by the engine when a trigger goes to the topic) is kept as sent.
+      const condition = { "==": [{ var: "payload.level" }, "high"] };
+      const withCondition = await novu.topics.subscriptions.create(
+        { subscriptions: [w.subscriberId], preferences: [{ workflowId: w.workflow.identifier, condition }] },
+        "node-alerts",
+      );
+      assert.deepEqual(withCondition.result.data[0].preferences.map((item) => [item.workflow.identifier, item.condition]), [
+        [w.workflow.identifier, condition],
+      ]);
     },
   },
   {
@@ -656,12 +692,32 @@ export const operations = [
   },
   {
     name: "workflows.create",
-    run: (novu) => novu.workflows.create({ name: "Order shipped", workflowId: "node-order", steps: [inAppStep, emailStep], tags: ["orders"] }),
+    run: (novu) =>
+      novu.workflows.create({
+        name: "Order shipped",
+        workflowId: "node-order",
+        steps: [inAppStep, emailStep, blockEmailStep, httpRequestStep, customStep],
+        tags: ["orders"],
+      }),
     check: async (r, novu) => {
       assert.equal(r.result.workflowId, "node-order");
-      assert.deepEqual(r.result.steps.map((step) => [step.stepId, step.type]), [["inbox", "in_app"], ["mail", "email"]]);
+      assert.deepEqual(
+        r.result.steps.map((step) => [step.stepId, step.type]),
+        [["inbox", "in_app"], ["mail", "email"], ["blocks", "email"], ["notify-backend", "http_request"], ["tag", "custom"]],
+      );
+      assert.deepEqual(r.result.steps[3].controlValues, httpRequestStep.controlValues);
+      assert.deepEqual(r.result.steps[4].controlValues, customStep.controlValues);
       const fetched = (await novu.workflows.get("node-order")).result;
       assert.deepEqual([fetched.id, fetched.tags], [r.result.id, ["orders"]]);
+      // The block step, sent with the SDK's default editorType, reads back as sent and renders to HTML.
+      assert.deepEqual([r.result.steps[2].controlValues.editorType, r.result.steps[2].controlValues.body], ["block", blockDocument]);
+      const preview = await novu.workflows.steps.generatePreview({
+        workflowId: "node-order",
+        stepId: "blocks",
+        generatePreviewRequestDto: { previewPayload: { payload: { order: "D-4", trackUrl: "https://shop.example.com/t/D-4" } } },
+      });
+      assert.ok(preview.result.result.preview.body.includes('<p style="margin:0 0 16px;">Order D-4</p>'));
+      assert.ok(preview.result.result.preview.body.includes('href="https://shop.example.com/t/D-4"'));
     },
   },
   {
@@ -717,8 +773,9 @@ export const operations = [
     name: "workflows.sync",
     run: async (novu) => {
       const created = await createWorkflow(novu, "node-sync");
-      const production = (await novu.environments.list()).result.find((environment) => environment.name === "Production");
-      return novu.workflows.sync({ targetEnvironmentId: production.id }, created.id);
+      // Into an unprotected environment: Production takes changes from its own keys only.
+      const staging = (await novu.environments.create({ name: "Staging", color: "#ff0000" })).result;
+      return novu.workflows.sync({ targetEnvironmentId: staging.id }, created.id);
     },
     check: async (r, novu) => {
       assert.equal(r.result.workflowId, "node-sync");
@@ -819,13 +876,14 @@ export const operations = [
   {
     name: "environments.publish",
     run: async (novu, w) => {
-      w.productionId = (await novu.environments.list()).result.find((environment) => environment.name === "Production").id;
-      return novu.environments.publish({}, w.productionId);
+      // Into an unprotected environment: Production takes changes from its own keys only.
+      w.stagingId = (await novu.environments.create({ name: "Staging", color: "#ff0000" })).result.id;
+      return novu.environments.publish({}, w.stagingId);
     },
     check: async (r, novu, w) => {
       const published = r.result.results.flatMap((result) => result.successful.map((item) => item.action));
       assert.ok(published.length >= 2 && published.every((action) => action === "created"));
-      const after = (await novu.environments.diff({}, w.productionId)).result;
+      const after = (await novu.environments.diff({}, w.stagingId)).result;
       assert.equal(after.summary.hasChanges, false);
     },
   },
@@ -1024,6 +1082,7 @@ export const operations = [
       for (const locale of ["fr_FR", "en_US"]) {
         await assert.rejects(translationOf(novu, w.workflow.identifier, locale), (error) => error.statusCode === 404);
       }
+      await assert.rejects(novu.translations.groups.retrieve("workflow", w.workflow.identifier), (error) => error.statusCode === 404);
     },
   },
   {

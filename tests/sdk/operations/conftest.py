@@ -35,6 +35,12 @@ def novu(server_url: str, tenancy: Tenancy) -> Novu:
     return Novu(secret_key=tenancy.api_key, server_url=server_url)
 
 
+@pytest.fixture
+def production_novu(server_url: str, tenancy: Tenancy) -> Novu:
+    """The SDK with Production's key: Production is protected, so changes to it are made with its own key."""
+    return Novu(secret_key=tenancy.production_api_key, server_url=server_url)
+
+
 async def call(operation: Callable[[], T]) -> T:
     """Run a blocking SDK call off the event loop the in-process server shares nothing with."""
     return await asyncio.to_thread(operation)

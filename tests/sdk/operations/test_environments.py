@@ -108,7 +108,7 @@ async def test_environments_diff(novu: Novu, api: httpx.AsyncClient, tenancy: Te
 
 
 async def test_environments_publish(
-    novu: Novu, api: httpx.AsyncClient, production_api: httpx.AsyncClient, tenancy: Tenancy
+    novu: Novu, production_novu: Novu, api: httpx.AsyncClient, production_api: httpx.AsyncClient, tenancy: Tenancy
 ) -> None:
     workflow = await create_workflow(api, name=unique("published"))
     identifier = workflow["triggers"][0]["identifier"]
@@ -122,10 +122,12 @@ async def test_environments_publish(
     )
     assert dry.summary.successful == 1
     assert (await production_api.get("/v1/workflows")).json()["totalCount"] == 0
+    # Production is protected: its own key publishes Development's changes into it.
     published = await call(
         lambda: (
-            novu.environments.publish(
-                target_environment_id=tenancy.production_environment_id, publish_environment_request_dto={}
+            production_novu.environments.publish(
+                target_environment_id=tenancy.production_environment_id,
+                publish_environment_request_dto={"source_environment_id": tenancy.environment_id},
             ).result
         )
     )
@@ -140,10 +142,11 @@ async def test_environments_publish(
     layout = (await api.get(f"/v2/layouts/{layout_id}")).json()["data"]
     chosen = await call(
         lambda: (
-            novu.environments.publish(
+            production_novu.environments.publish(
                 target_environment_id=tenancy.production_environment_id,
                 publish_environment_request_dto={
-                    "resources": [{"resource_type": "REGULAR", "resource_id": layout["_id"]}]
+                    "source_environment_id": tenancy.environment_id,
+                    "resources": [{"resource_type": "REGULAR", "resource_id": layout["_id"]}],
                 },
             ).result
         )

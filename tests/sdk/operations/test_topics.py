@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from fastapi import FastAPI
 from novu_py import Novu, models
 from novu_py.utils import RetryConfig
 
+from tests.conftest import Tenancy
 from tests.sdk.operations.conftest import call
+from tests.sdk.operations.runs import run_worker
 
 # novu-py retries a 409 with backoff for up to an hour; a test of the 409 asks once.
 NO_RETRIES = RetryConfig("none", None, False)
@@ -100,6 +103,66 @@ async def test_topics_subscriptions_create(novu: Novu) -> None:
     assert created.data[0].preferences is not None and created.data[0].preferences[0].enabled is False
     topic = await call(lambda: novu.topics.get(topic_key="launches").result)
     assert topic.name == "Launches"
+
+
+async def test_topics_subscriptions_create_with_a_condition_the_engine_applies(
+    novu: Novu, app: FastAPI, tenancy: Tenancy
+) -> None:
+    """A subscription's condition (JSONLogic on the payload) decides whether a trigger to the topic reaches it."""
+    for name in ("ada", "bob"):
+        await call(lambda name=name: subscriber(novu, name))
+    await call(
+        lambda: novu.workflows.create(
+            create_workflow_dto={
+                "name": "Alert",
+                "workflow_id": "alert",
+                "active": True,
+                "steps": [{"name": "Inbox", "type": "in_app", "control_values": {"body": "Alert {{payload.level}}"}}],
+            }
+        )
+    )
+    condition = {"==": [{"var": "payload.level"}, "high"]}
+    await call(
+        lambda: novu.topics.subscriptions.create(
+            topic_key="alerts",
+            create_topic_subscriptions_request_dto={
+                "subscriptions": ["ada"],
+                "preferences": [{"workflow_id": "alert", "condition": condition}],
+            },
+        )
+    )
+    await call(
+        lambda: novu.topics.subscriptions.create(
+            topic_key="alerts", create_topic_subscriptions_request_dto={"subscriptions": ["bob"]}
+        )
+    )
+    transactions = {}
+    for level in ("low", "high"):
+        answer = await call(
+            lambda level=level: (
+                novu.trigger(
+                    trigger_event_request_dto={
+                        "workflow_id": "alert",
+                        "to": {"type": "Topic", "topic_key": "alerts"},
+                        "payload": {"level": level},
+                    }
+                ).result
+            )
+        )
+        transactions[level] = answer.transaction_id
+    await run_worker(app)
+    internal = {}
+    for name in ("ada", "bob"):
+        internal[await call(lambda name=name: novu.subscribers.retrieve(subscriber_id=name).result.id)] = name
+    reached = {}
+    for level, transaction_id in transactions.items():
+        listed = await call(
+            lambda transaction_id=transaction_id: (
+                novu.messages.retrieve(request={"transaction_id": [transaction_id]}).result
+            )
+        )
+        reached[level] = sorted(internal[message.subscriber_id] for message in listed.data)
+    assert reached == {"low": ["bob"], "high": ["ada", "bob"]}
 
 
 async def test_topics_subscriptions_list(novu: Novu) -> None:

@@ -160,6 +160,14 @@ async def test_translations_groups_delete(novu: Novu, workflow_id: str) -> None:
         with pytest.raises(models.APIError) as gone:
             await call(lambda locale=locale: _retrieve(novu, workflow_id, locale))
         assert gone.value.status_code == 404
+    with pytest.raises(models.APIError) as group_gone:
+        await call(
+            lambda: novu.translations.groups.retrieve(
+                resource_type=models.TranslationControllerGetTranslationGroupEndpointPathParamResourceType.WORKFLOW,
+                resource_id=workflow_id,
+            )
+        )
+    assert group_gone.value.status_code == 404
 
 
 async def test_translations_master_retrieve(novu: Novu, app: FastAPI, tenancy: Tenancy, workflow_id: str) -> None:

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import email
+import json
 from typing import Any
 
+import httpx
 import pytest
+from fastapi import FastAPI
 from novu_py import Novu, models
 from novu_py.models import NovuError
+from starlette.responses import JSONResponse
 
-from tests.conftest import Tenancy
+from tests.fixtures.builders import create_integration, create_subscriber
+from tests.fixtures.peers import HttpPeer, SmtpPeer
 from tests.sdk.operations.conftest import call
+from tests.sdk.operations.runs import run_worker
 
 # Controls are sent as Novu's server names them: the SDK passes a dict of controls through as it is.
 IN_APP: dict[str, Any] = {
@@ -80,6 +87,98 @@ async def test_workflows_create(novu: Novu) -> None:
     assert fetched.workflow_id == "order-shipped"
 
 
+async def test_workflows_create_with_a_block_editor_email_step(
+    novu: Novu, api: httpx.AsyncClient, app: FastAPI
+) -> None:
+    """An email step in Novu's block editor (a Maily JSON body) is taken and delivered as the HTML of its blocks."""
+    document = {
+        "type": "doc",
+        "content": [
+            {
+                "type": "paragraph",
+                "content": [{"type": "text", "text": "Order "}, {"type": "variable", "attrs": {"id": "payload.order"}}],
+            },
+            {
+                "type": "button",
+                "attrs": {"text": "Track", "url": "https://shop.example.com/track", "alignment": "left"},
+            },
+        ],
+    }
+    body = json.dumps(document)
+    step = {
+        "name": "Blocks",
+        "step_id": "blocks",
+        "type": "email",
+        "control_values": {"subject": "Order {{payload.order}}", "body": body, "editorType": "block"},
+    }
+    created = await call(lambda: create(novu, "block-mail", steps=[step]))
+    assert created.steps[0].control_values.editor_type == "block" and created.steps[0].control_values.body == body
+    smtp = SmtpPeer().start()
+    try:
+        await create_integration(
+            api,
+            providerId="nodemailer",
+            active=True,
+            credentials={"host": "127.0.0.1", "port": str(smtp.port), "from": "herald@example.com", "ignoreTls": True},
+        )
+        subscriber = await create_subscriber(api, email="ada@example.com")
+        await call(
+            lambda: novu.trigger(
+                trigger_event_request_dto={
+                    "workflow_id": "block-mail",
+                    "to": subscriber["subscriberId"],
+                    "payload": {"order": "E-5"},
+                }
+            )
+        )
+        await run_worker(app)
+        [mail] = smtp.received
+    finally:
+        smtp.stop()
+    parsed = email.message_from_bytes(mail.data)
+    [html_part] = [part for part in parsed.walk() if part.get_content_type() == "text/html"]
+    html = html_part.get_payload(decode=True).decode()
+    assert parsed["Subject"] == "Order E-5"
+    assert '<p style="margin:0 0 16px;">Order E-5</p>' in html
+    assert '<a href="https://shop.example.com/track" target="_blank"' in html and ">Track</a>" in html
+
+
+async def test_workflows_create_with_an_http_request_step(novu: Novu, api: httpx.AsyncClient, app: FastAPI) -> None:
+    """An http_request step as @novu/api and novu-py describe it, run by the engine against a local server."""
+    peer = HttpPeer().start()
+    try:
+        peer.route("PUT", "/hooks/{order}", lambda request: JSONResponse({"ok": True}))
+        step = {
+            "name": "Notify backend",
+            "step_id": "notify-backend",
+            "type": "http_request",
+            "control_values": {
+                "method": "PUT",
+                "url": peer.url + "/hooks/{{payload.order}}",
+                "headers": [{"key": "X-Source", "value": "herald"}],
+                "body": '{"order": "{{payload.order}}"}',
+            },
+        }
+        created = await call(lambda: create(novu, "http-call", steps=[step]))
+        assert created.steps[0].type == "http_request" and created.steps[0].step_id == "notify-backend"
+        subscriber = await create_subscriber(api)
+        await call(
+            lambda: novu.trigger(
+                trigger_event_request_dto={
+                    "workflow_id": "http-call",
+                    "to": subscriber["subscriberId"],
+                    "payload": {"order": "F-6"},
+                }
+            )
+        )
+        await run_worker(app)
+        [sent] = peer.requests_to("/hooks/")
+    finally:
+        peer.stop()
+    assert (sent.method, sent.path, sent.headers["x-source"]) == ("PUT", "/hooks/F-6", "herald")
+    assert json.loads(sent.body) == {"order": "F-6"}
+
+
 async def test_workflows_list(novu: Novu) -> None:
     await call(lambda: create(novu, "first", tags=["a"]))
     second = await call(lambda: create(novu, "second", tags=["b"], name="Second one"))
@@ -141,19 +240,22 @@ async def test_workflows_delete(novu: Novu) -> None:
     assert listed.total_count == 0
 
 
-async def test_workflows_sync(novu: Novu, server_url: str, tenancy: Tenancy) -> None:
+async def test_workflows_sync(novu: Novu, server_url: str) -> None:
+    # Into an unprotected environment: Production takes changes from its own keys only.
+    staging = await call(
+        lambda: novu.environments.create(create_environment_request_dto={"name": "Staging", "color": "#000"}).result
+    )
+    assert staging.api_keys
     created = await call(lambda: create(novu, "sync-me", steps=[IN_APP, DELAY]))
     synced = await call(
         lambda: (
-            novu.workflows.sync(
-                workflow_id=created.id, sync_workflow_dto={"target_environment_id": tenancy.production_environment_id}
-            ).result
+            novu.workflows.sync(workflow_id=created.id, sync_workflow_dto={"target_environment_id": staging.id}).result
         )
     )
     assert synced.workflow_id == "sync-me" and synced.id != created.id
     assert [step.step_id for step in synced.steps] == [step.step_id for step in created.steps]
-    production = Novu(secret_key=tenancy.production_api_key, server_url=server_url)
-    seen = await call(lambda: production.workflows.get(workflow_id="sync-me").result)
+    staged = Novu(secret_key=staging.api_keys[0].key, server_url=server_url)
+    seen = await call(lambda: staged.workflows.get(workflow_id="sync-me").result)
     assert seen.id == synced.id and seen.steps[0].control_values.body == IN_APP["control_values"]["body"]
 
 

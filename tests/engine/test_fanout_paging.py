@@ -1,0 +1,101 @@
+"""Each page of a topic fan-out is a bounded index range scan, whatever the topic's size."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from sqlalchemy import event
+
+from herald.engine.repository import EngineRepository
+from tests.conftest import Tenancy
+from tests.topics.test_routes import add, insert_subscribers
+
+PAGE = 4
+
+
+async def topic_id(api: httpx.AsyncClient, key: str) -> str:
+    return (await api.get(f"/v1/topics/{key}")).json()["data"]["_id"]
+
+
+async def pages_and_statements(app: FastAPI, excluded_by_topic: dict[str, list[str]]) -> tuple[list[list[str]], list[tuple[str, Any]]]:
+    """Every page of the fan-out, read as the engine reads it, and the statements that read them."""
+    sent: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if "topic_subscribers" in statement:
+            sent.append((statement, parameters))
+
+    pages: list[list[str]] = []
+    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        async with app.state.sessionmaker() as session:
+            after = ""
+            while True:
+                members = await EngineRepository(session).topic_members_after(excluded_by_topic, after, PAGE)
+                pages.append([external for _, external in members])
+                if len(members) < PAGE:
+                    break
+                after = members[-1][0]
+    finally:
+        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+    return pages, sent
+
+
+async def plan_of(app: FastAPI, statement: str, parameters: Any) -> str:
+    """The store's plan for a statement as it was sent, one line per node."""
+    async with app.state.engine.connect() as connection:
+        if app.state.engine.dialect.name == "sqlite":
+            rows = await connection.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, tuple(parameters))
+            return "\n".join(str(row[-1]) for row in rows)
+        # The test's tables are small: ask whether the index can serve the page, not whether it is worth it.
+        await connection.exec_driver_sql("SET enable_seqscan = off")
+        rows = await connection.exec_driver_sql("EXPLAIN " + statement, tuple(parameters))
+        return "\n".join(str(row[0]) for row in rows)
+
+
+def assert_bounded_range_scan(plan: str, dialect: str) -> None:
+    if dialect == "sqlite":
+        assert "USING INDEX uq_topic_subscribers_topic_subscriber (topic_id=? AND subscriber_id>?)" in plan, plan
+        assert "TEMP B-TREE" not in plan, plan  # no sort and no DISTINCT over the remaining members
+        assert "SCAN topic_subscribers" not in plan, plan
+    else:
+        assert "Index Scan using uq_topic_subscribers_topic_subscriber" in plan, plan
+        for node in ("Sort", "Unique", "Aggregate", "Seq Scan"):
+            assert node not in plan, plan
+        # Every read of the index stops after a page: a Limit sits right above each index scan.
+        lines = [line.strip().removeprefix("->  ") for line in plan.splitlines()]
+        for at, line in enumerate(lines):
+            if line.startswith("Index Scan"):
+                assert lines[at - 1].startswith("Limit"), plan
+
+
+async def test_one_topic_is_paged_by_an_index_range_that_stops_after_each_page(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy) -> None:
+    subscribers = await insert_subscribers(app, tenancy, 10)
+    await add(api, "everyone", *(subscriber.subscriber_id for subscriber in subscribers))
+    ordered = [subscriber.subscriber_id for subscriber in sorted(subscribers, key=lambda subscriber: subscriber.id)]
+    left_out = ordered[5]
+    for excluded in ([], [left_out]):
+        pages, statements = await pages_and_statements(app, {await topic_id(api, "everyone"): excluded})
+        assert [member for page in pages for member in page] == [member for member in ordered if member not in excluded]
+        assert [len(page) for page in pages] == ([4, 4, 2] if not excluded else [4, 4, 1])
+        for statement, parameters in statements:
+            assert_bounded_range_scan(await plan_of(app, statement, parameters), app.state.engine.dialect.name)
+
+
+async def test_several_topics_are_paged_by_one_bounded_range_each_and_yield_each_member_once(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy
+) -> None:
+    subscribers = await insert_subscribers(app, tenancy, 9)
+    ordered = [subscriber.subscriber_id for subscriber in sorted(subscribers, key=lambda subscriber: subscriber.id)]
+    await add(api, "left", *ordered[:6])
+    await add(api, "right", *ordered[3:])
+    # ordered[4] is left out of "right" only: "left" still reaches it. ordered[7] is only in "right", which leaves it out.
+    excluded_by_topic = {await topic_id(api, "left"): [], await topic_id(api, "right"): [ordered[4], ordered[7]]}
+    pages, statements = await pages_and_statements(app, excluded_by_topic)
+    assert [member for page in pages for member in page] == [member for member in ordered if member != ordered[7]]
+    assert [len(page) for page in pages] == [4, 4, 0]  # a full last page asks once more
+    assert len(statements) == len(pages)
+    for statement, parameters in statements:
+        assert_bounded_range_scan(await plan_of(app, statement, parameters), app.state.engine.dialect.name)

@@ -17,6 +17,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.elements import ColumnElement
 
+from herald.kit.pagination import count_bound
 from herald.models import Message
 
 IN_APP = "in_app"
@@ -91,8 +92,12 @@ def payload_matches(payload: Any, leaves: list[tuple[tuple[str, ...], Any]]) -> 
     return True
 
 
-def _count(query: Select[Any]) -> Select[tuple[int]]:
-    return select(func.count()).select_from(query.order_by(None).with_only_columns(Message.id).subquery())
+def _count(query: Select[Any], bound: int | None = None) -> Select[tuple[int]]:
+    """How many rows ``query`` matches, counting no further than ``bound`` when given."""
+    ids = query.order_by(None).with_only_columns(Message.id)
+    if bound is not None:
+        ids = ids.limit(bound)
+    return select(func.count()).select_from(ids.subquery())
 
 
 class MessageRepository:
@@ -251,7 +256,7 @@ class MessageRepository:
         query = self.feed_query(environment_id, subscriber_id, filters)
         if filters.payload and self._dialect != "postgresql":
             return await self._feed_filtered_in_python(query, filters.payload, offset=offset, limit=limit)
-        total = int((await self.session.execute(_count(query))).scalar_one())
+        total = int((await self.session.execute(_count(query, count_bound(offset, limit)))).scalar_one())
         if offset >= total:
             return [], total
         rows = await self.session.execute(query.offset(offset).limit(limit))
@@ -326,7 +331,7 @@ class MessageRepository:
         limit: int,
     ) -> tuple[list[Message], int]:
         query = self.list_query(environment_id, subscriber_id=subscriber_id, channel=channel, transaction_ids=transaction_ids)
-        total = int((await self.session.execute(_count(query))).scalar_one())
+        total = int((await self.session.execute(_count(query, count_bound(offset, limit)))).scalar_one())
         if offset >= total:
             return [], total
         rows = await self.session.execute(query.offset(offset).limit(limit))

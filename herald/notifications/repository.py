@@ -18,6 +18,7 @@ from sqlalchemy import ColumnElement, Select, and_, case, exists, func, not_, or
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from herald.kit.pagination import count_bound
 from herald.models import (
     Event,
     ExecutionDetail,
@@ -217,11 +218,13 @@ class NotificationRepository:
     async def page(
         self, environment_id: str, filters: ActivityFilter, *, offset: int, limit: int
     ) -> tuple[list[Notification], int]:
-        """One page of the environment's notifications, newest first, and how many match in all."""
+        """One page of the environment's notifications, newest first, and how many match (counted up to
+        :func:`~herald.kit.pagination.count_bound`)."""
         conditions = self._conditions(environment_id, filters)
         if filters.search:
             conditions.append(await self._search(environment_id, filters.search))
-        total = (await self.session.execute(select(func.count()).select_from(Notification).where(*conditions))).scalar_one()
+        matches = select(Notification.id).where(*conditions).limit(count_bound(offset, limit)).subquery()
+        total = (await self.session.execute(select(func.count()).select_from(matches))).scalar_one()
         if offset >= total:
             return [], total
         query: Select[tuple[Notification]] = (

@@ -13,6 +13,7 @@ from novu_py._hooks.novuhook import NovuHooks
 from novu_py.utils.unmarshal_json_response import unmarshal_json_response
 from sqlalchemy import select, text
 
+from herald.kit import pagination
 from herald.kit.ids import new_id
 from herald.kit.time import parse_iso, utcnow
 from herald.messages.repository import FeedFilter, MessageRepository
@@ -537,6 +538,26 @@ async def test_list_messages_paginates_newest_first(api: httpx.AsyncClient, app:
 
     default = (await api.get("/v1/messages")).json()
     assert default["page"] == 0 and default["pageSize"] == 10 and len(default["data"]) == 5
+
+
+async def test_list_and_feed_count_no_further_than_a_bound_past_the_page(
+    api: httpx.AsyncClient, app: FastAPI, subscriber, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """totalCount stops counting COUNT_AHEAD matches past the page: a large store is not read whole for it."""
+    monkeypatch.setattr(pagination, "COUNT_AHEAD", 3)
+    await insert_messages(app, subscriber, 12)
+    feed = f"/v1/subscribers/{subscriber['subscriberId']}/notifications/feed"
+    for path in ("/v1/messages", feed):
+        first = (await api.get(path, params={"limit": 2})).json()
+        # The page (2) and 3 more: "at least 5", with more to come.
+        assert (len(first["data"]), first["totalCount"], first["hasMore"]) == (2, 5, True), path
+        near_the_end = (await api.get(path, params={"page": 4, "limit": 2})).json()
+        assert (len(near_the_end["data"]), near_the_end["totalCount"], near_the_end["hasMore"]) == (2, 12, True), path
+        last = (await api.get(path, params={"page": 5, "limit": 2})).json()
+        assert (len(last["data"]), last["totalCount"], last["hasMore"]) == (2, 12, False), path
+    # Left at its value, the same store is counted exactly.
+    monkeypatch.undo()
+    assert (await api.get("/v1/messages", params={"limit": 2})).json()["totalCount"] == 12
 
 
 async def test_list_messages_accepts_the_sdks_float_numbers(api: httpx.AsyncClient, app: FastAPI, subscriber) -> None:

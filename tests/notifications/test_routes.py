@@ -20,6 +20,7 @@ from novu_py import Novu
 from novu_py.models import ActivitiesResponseDto, ActivityNotificationResponseDto
 from sqlalchemy import event
 
+from herald.kit import pagination
 from herald.kit.ids import new_id
 from herald.kit.time import isoformat, utcnow
 from herald.models import Event, ExecutionDetail, Job, Notification
@@ -249,6 +250,24 @@ async def test_pagination_newest_first(api: httpx.AsyncClient, app: FastAPI) -> 
 
     assert_error(await api.get("/v1/notifications", params={"limit": 101}), 422)
     assert_error(await api.get("/v1/notifications", params={"page": -1}), 422)
+
+
+async def test_total_count_stops_a_bound_past_the_page(
+    api: httpx.AsyncClient, app: FastAPI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """totalCount counts at most COUNT_AHEAD notifications past the page; hasMore stays exact."""
+    workflow = await create_workflow(api)
+    subscriber = await create_subscriber(api)
+    start = utcnow() - timedelta(hours=1)
+    for minute in range(9):
+        await record_run(app, workflow, subscriber, created_at=start + timedelta(minutes=minute))
+    monkeypatch.setattr(pagination, "COUNT_AHEAD", 2)
+    first = await list_activity(api, limit=3)
+    assert (len(first["data"]), first["totalCount"], first["hasMore"]) == (3, 5, True)
+    last = await list_activity(api, limit=3, page=2)
+    assert (len(last["data"]), last["totalCount"], last["hasMore"]) == (3, 9, False)
+    monkeypatch.undo()
+    assert (await list_activity(api, limit=3))["totalCount"] == 9
 
 
 async def test_filters(api: httpx.AsyncClient, app: FastAPI) -> None:

@@ -26,7 +26,6 @@ import asyncio
 import re
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -228,31 +227,8 @@ async def measure(admin_url: str, *, warmup: int = 5, requests: int = 60, notes:
     environment = Environment(folder, store)
     say(f"database {store.database}, folder {folder}")
     try:
-        key = await asyncio.to_thread(environment.prepare)
-        add = subprocess.run(
-            [*harness.herald_command(), "users", "add", EMAIL, "--role", "viewer", "--password-stdin"],
-            input=PASSWORD, text=True, capture_output=True, env=environment.env(), cwd=harness.REPO, timeout=120,
-        )
-        if add.returncode != 0:
-            raise RuntimeError(f"herald users add failed: {add.stderr[-500:]}")
-        port = harness.free_port()
-        api = environment._start(
-            "herald-console", [*harness.herald_command(), "serve", "--no-worker", "--host", harness.HOST, "--port", str(port)],
-            environment.env(),
-        )
-        base_url = f"http://{harness.HOST}:{port}"
-        await harness.wait_ready(f"{base_url}/v1/health-check", [api])
-        async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"ApiKey {key}"}, timeout=60) as client:
-            workflow_ids = []
-            for position in range(WORKFLOWS):
-                created = await client.post(
-                    "/v1/workflows",
-                    json={"name": f"Bench workflow {position}", "active": True, "tags": ["bench"],
-                          "steps": [{"name": "inbox", "template": {"type": "in_app", "content": "Hello"}}]},
-                )
-                created.raise_for_status()
-                data = created.json()["data"]
-                workflow_ids.append((data["_id"], data["triggers"][0]["identifier"]))
+        server = await harness.serve_for_reads(environment, "herald-console", viewer=(EMAIL, PASSWORD), workflows=WORKFLOWS)
+        base_url, workflow_ids = server.base_url, server.workflow_ids
         seconds = await seed(store, environment, workflow_ids)
         notes.append(
             f"Console: {MESSAGES:,} messages (with their runs) over {DAYS} days and {SUBSCRIBERS:,} subscribers seeded in "

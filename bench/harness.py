@@ -413,6 +413,46 @@ class Environment:
                 print(f"could not stop {service.name}: {exc}", file=sys.stderr)
 
 
+@dataclass
+class ReadServer:
+    """``herald serve --no-worker`` on a store the caller seeds next: its URL, its API key and its workflows."""
+
+    base_url: str
+    api_key: str
+    # (id, trigger identifier) of each workflow, in the order they were created.
+    workflow_ids: list[tuple[str, str]]
+
+
+async def serve_for_reads(environment: Environment, name: str, *, viewer: tuple[str, str], workflows: int) -> ReadServer:
+    """The schema and organization, a console viewer (email, password), ``herald serve --no-worker`` started as
+    ``name`` and ``workflows`` one-step in-app workflows: the server bench/console.py and bench/store.py seed their
+    messages for and time their reads on. Nothing is delivered (no worker)."""
+    key = await asyncio.to_thread(environment.prepare)
+    email, password = viewer
+    add = subprocess.run(
+        [*herald_command(), "users", "add", email, "--role", "viewer", "--password-stdin"],
+        input=password, text=True, capture_output=True, env=environment.env(), cwd=REPO, timeout=120,
+    )
+    if add.returncode != 0:
+        raise RuntimeError(f"herald users add failed: {add.stderr[-500:]}")
+    port = free_port()
+    api = environment._start(name, [*herald_command(), "serve", "--no-worker", "--host", HOST, "--port", str(port)], environment.env())
+    base_url = f"http://{HOST}:{port}"
+    await wait_ready(f"{base_url}/v1/health-check", [api])
+    workflow_ids = []
+    async with httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"ApiKey {key}"}, timeout=60) as client:
+        for position in range(workflows):
+            created = await client.post(
+                "/v1/workflows",
+                json={"name": f"Bench workflow {position}", "active": True, "tags": ["bench"],
+                      "steps": [{"name": "inbox", "template": {"type": "in_app", "content": "Hello"}}]},
+            )
+            created.raise_for_status()
+            data = created.json()["data"]
+            workflow_ids.append((data["_id"], data["triggers"][0]["identifier"]))
+    return ReadServer(base_url, key, workflow_ids)
+
+
 def granian_command(target: str, port: int) -> list[str]:
     """One granian worker process, like one uvicorn process: the comparison is per process."""
     executable = BIN / "granian"

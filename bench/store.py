@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import shlex
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -284,32 +283,11 @@ async def measure(
     environment = Environment(folder, store)
     say(f"database {store.database}, folder {folder}")
     try:
-        key = await asyncio.to_thread(environment.prepare)
-        add = subprocess.run(
-            [*harness.herald_command(), "users", "add", console.EMAIL, "--role", "viewer", "--password-stdin"],
-            input=console.PASSWORD, text=True, capture_output=True, env=environment.env(), cwd=harness.REPO, timeout=120,
+        server = await harness.serve_for_reads(
+            environment, "herald-store", viewer=(console.EMAIL, console.PASSWORD), workflows=WORKFLOWS,
         )
-        if add.returncode != 0:
-            raise RuntimeError(f"herald users add failed: {add.stderr[-500:]}")
-        port = harness.free_port()
-        api = environment._start(
-            "herald-store", [*harness.herald_command(), "serve", "--no-worker", "--host", harness.HOST, "--port", str(port)],
-            environment.env(),
-        )
-        base_url = f"http://{harness.HOST}:{port}"
-        await harness.wait_ready(f"{base_url}/v1/health-check", [api])
-        headers = {"Authorization": f"ApiKey {key}"}
-        async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=60) as client:
-            workflow_ids = []
-            for position in range(WORKFLOWS):
-                created = await client.post(
-                    "/v1/workflows",
-                    json={"name": f"Bench workflow {position}", "active": True, "tags": ["bench"],
-                          "steps": [{"name": "inbox", "template": {"type": "in_app", "content": "Hello"}}]},
-                )
-                created.raise_for_status()
-                data = created.json()["data"]
-                workflow_ids.append((data["_id"], data["triggers"][0]["identifier"]))
+        base_url, workflow_ids = server.base_url, server.workflow_ids
+        headers = {"Authorization": f"ApiKey {server.api_key}"}
         seconds = await seed(store, environment, workflow_ids, messages, subscribers)
         say(f"seeded in {seconds:.0f} s")
         notes.append(

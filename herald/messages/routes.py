@@ -104,7 +104,7 @@ async def get_notifications_feed(
     ] = None,
     feedIdentifier: FeedIds = None,
 ) -> PaginatedResponse[Message]:
-    """In-app messages, newest first. ``totalCount`` is the number of messages that match."""
+    """In-app messages, newest first. ``totalCount`` counts the matches, up to 10,000 past the page."""
     filters = FeedFilter(read=read, seen=seen, feed_ids=feedIdentifier, payload=service.decode_payload_filter(payload))
     rows, total = await service.feed(session, principal, subscriberId, filters, offset=page.offset, limit=page.limit)
     return PaginatedResponse[Message](**paginated([service.to_schema(row) for row in rows], page, total))

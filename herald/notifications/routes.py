@@ -97,7 +97,7 @@ async def list_notifications(
     Filters combine with AND; the values of one repeatable filter with OR. A
     repeatable filter may be given as ``channels=a&channels=b`` or
     ``channels[]=a&channels[]=b``; an unknown query parameter is refused (422).
-    ``totalCount`` is the number of notifications that match.
+    ``totalCount`` counts the notifications that match, up to 10,000 past the page.
     """
     _check_parameters(request)
     filters = ActivityFilter(

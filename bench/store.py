@@ -113,8 +113,9 @@ async def seed(store: Store, environment: Environment, workflow_ids: list[tuple[
 
 def statements_of(name: str, environment_id: str, ids: dict[str, str]) -> list[Any]:
     """The statements behind a read, as the repository builds them (those that do not need a session's answers)."""
-    from sqlalchemy import func, select
+    from sqlalchemy import select
 
+    from herald.kit.pagination import count_bound
     from herald.messages.repository import FeedFilter, MessageRepository, _count
     from herald.models import Notification
     from herald.notifications.repository import ActivityFilter, NotificationRepository
@@ -129,7 +130,7 @@ def statements_of(name: str, environment_id: str, ids: dict[str, str]) -> list[A
             channel=("email" if "email" in name else "in_app" if "in_app" in name else None),
             transaction_ids=[ids["transaction"]] if "transactionId" in name else None,
         )
-        return [_count(query), query.limit(10)]
+        return [_count(query, count_bound(0, 10)), query.limit(10)]
     if name.startswith("GET /v1/notifications"):
         filters = ActivityFilter(
             channels=["email"] if "channels" in name else None,
@@ -138,12 +139,12 @@ def statements_of(name: str, environment_id: str, ids: dict[str, str]) -> list[A
             transaction_ids=[ids["transaction"]] if "transactionId" in name else None,
         )
         conditions = notifications._conditions(environment_id, filters)
-        count = select(func.count()).select_from(Notification).where(*conditions)
+        count = notifications.count_query(conditions, count_bound(0, 10))
         page = select(Notification).where(*conditions).order_by(Notification.created_at.desc(), Notification.id.desc()).limit(10)
         return [count, page]
     if name == "Subscriber feed":
         query = messages.feed_query(environment_id, internal, FeedFilter())
-        return [_count(query), query.limit(10)]
+        return [_count(query, count_bound(0, 10)), query.limit(10)]
     if name == "Subscriber unseen count":
         return [messages.count_query(environment_id, internal, seen=False, limit=100)]
     return []

@@ -223,14 +223,19 @@ class NotificationRepository:
         conditions = self._conditions(environment_id, filters)
         if filters.search:
             conditions.append(await self._search(environment_id, filters.search))
-        matches = select(Notification.id).where(*conditions).limit(count_bound(offset, limit)).subquery()
-        total = (await self.session.execute(select(func.count()).select_from(matches))).scalar_one()
+        total = (await self.session.execute(self.count_query(conditions, count_bound(offset, limit)))).scalar_one()
         if offset >= total:
             return [], total
         query: Select[tuple[Notification]] = (
             select(Notification).where(*conditions).order_by(*NEWEST_FIRST).offset(offset).limit(limit)
         )
         return list((await self.session.execute(query)).scalars()), total
+
+    @staticmethod
+    def count_query(conditions: Sequence[ColumnElement[bool]], bound: int) -> Select[tuple[int]]:
+        """How many notifications match ``conditions``, counting no further than ``bound``."""
+        matches = select(Notification.id).where(*conditions).limit(bound).subquery()
+        return select(func.count()).select_from(matches)
 
     async def get(self, environment_id: str, notification_id: str) -> Notification | None:
         result = await self.session.execute(

@@ -26,6 +26,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from herald.kit.pagination import count_bound
+
 CLIENTS = ("raw", "httpx")
 REQUEST_TIMEOUT = 30.0
 # Error answers kept as examples for the report: enough to say what went wrong.
@@ -386,10 +388,15 @@ async def open_loop(
 # The API, for setup and polling ------------------------------------------------------------
 
 
+# Messages a page when counting them (count_messages).
+PAGE = 100
+
+
 class Api:
     """Herald's REST API through httpx: what the scenarios set up and poll."""
 
     def __init__(self, base_url: str, api_key: str, max_connections: int = 64) -> None:
+        self._counted: dict[str, int] = {}  # the last count of each channel's messages (count_messages)
         limits = httpx.Limits(
             max_connections=max_connections,
             max_keepalive_connections=max_connections,
@@ -453,11 +460,23 @@ class Api:
         return sum(1 for item in answer["data"] if item.get("status") == "processed")
 
     async def count_messages(self, transaction_id: str | None = None, channel: str = "in_app") -> int:
-        params: dict[str, Any] = {"channel": channel, "limit": 1}
+        """How many messages are stored, exactly.
+
+        A transaction's messages are counted whole. The environment's are counted
+        no further than COUNT_AHEAD past the page asked for (herald/kit/pagination.py),
+        so the count asks for the page at the last count it saw, and again from
+        there while the answer reaches the bound.
+        """
+        params: dict[str, Any] = {"channel": channel, "limit": PAGE}
         if transaction_id is not None:
             params["transactionId"] = transaction_id
-        answer = await self._call("GET", "/v1/messages", params=params)
-        return int(answer["totalCount"])
+            return int((await self._call("GET", "/v1/messages", params=params))["totalCount"])
+        while True:
+            page = self._counted.get(channel, 0) // PAGE
+            total = int((await self._call("GET", "/v1/messages", params={**params, "page": page}))["totalCount"])
+            self._counted[channel] = total
+            if total < count_bound(page * PAGE, PAGE):
+                return total
 
     async def messages_of(self, transaction_ids: Sequence[str], channel: str = "in_app") -> list[dict[str, Any]]:
         """In-app messages of up to 100 transactions (one per transaction in these scenarios)."""

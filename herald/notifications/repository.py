@@ -218,12 +218,14 @@ class NotificationRepository:
     async def page(
         self, environment_id: str, filters: ActivityFilter, *, offset: int, limit: int
     ) -> tuple[list[Notification], int]:
-        """One page of the environment's notifications, newest first, and how many match (counted up to
-        :func:`~herald.kit.pagination.count_bound`)."""
+        """One page of the environment's notifications, newest first, and how many match (unless narrowed
+        to transactions or subscribers, counted up to :func:`~herald.kit.pagination.count_bound`)."""
         conditions = self._conditions(environment_id, filters)
         if filters.search:
             conditions.append(await self._search(environment_id, filters.search))
-        total = (await self.session.execute(self.count_query(conditions, count_bound(offset, limit)))).scalar_one()
+        # Narrowed to transactions or subscribers, the runs are counted whole (see MessageRepository.list_messages).
+        narrowed = bool(filters.transaction_ids or filters.subscriber_ids)
+        total = (await self.session.execute(self.count_query(conditions, None if narrowed else count_bound(offset, limit)))).scalar_one()
         if offset >= total:
             return [], total
         query: Select[tuple[Notification]] = (
@@ -232,10 +234,12 @@ class NotificationRepository:
         return list((await self.session.execute(query)).scalars()), total
 
     @staticmethod
-    def count_query(conditions: Sequence[ColumnElement[bool]], bound: int) -> Select[tuple[int]]:
-        """How many notifications match ``conditions``, counting no further than ``bound``."""
-        matches = select(Notification.id).where(*conditions).limit(bound).subquery()
-        return select(func.count()).select_from(matches)
+    def count_query(conditions: Sequence[ColumnElement[bool]], bound: int | None) -> Select[tuple[int]]:
+        """How many notifications match ``conditions``, counting no further than ``bound`` when given."""
+        matches = select(Notification.id).where(*conditions)
+        if bound is not None:
+            matches = matches.limit(bound)
+        return select(func.count()).select_from(matches.subquery())
 
     async def get(self, environment_id: str, notification_id: str) -> Notification | None:
         result = await self.session.execute(

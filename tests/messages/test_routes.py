@@ -555,9 +555,26 @@ async def test_list_and_feed_count_no_further_than_a_bound_past_the_page(
         assert (len(near_the_end["data"]), near_the_end["totalCount"], near_the_end["hasMore"]) == (2, 12, True), path
         last = (await api.get(path, params={"page": 5, "limit": 2})).json()
         assert (len(last["data"]), last["totalCount"], last["hasMore"]) == (2, 12, False), path
+    # Narrowed to the subscriber or to transactions, the list counts them whole (a broadcast's progress).
+    narrowed = await api.get("/v1/messages", params={"limit": 2, "subscriberId": subscriber["subscriberId"]})
+    assert (narrowed.json()["totalCount"], narrowed.json()["hasMore"]) == (12, True)
     # Left at its value, the same store is counted exactly.
     monkeypatch.undo()
     assert (await api.get("/v1/messages", params={"limit": 2})).json()["totalCount"] == 12
+
+
+async def test_a_transactions_messages_are_counted_whole(
+    api: httpx.AsyncClient, app: FastAPI, subscriber, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pagination, "COUNT_AHEAD", 1)
+    others = [await create_subscriber(api) for _ in range(4)]
+    for each in [subscriber, *others]:
+        await insert_in_app_message(app, each, transaction_id="broadcast-1")
+    await insert_messages(app, subscriber, 3)
+    body = (await api.get("/v1/messages", params={"transactionId": "broadcast-1", "limit": 1})).json()
+    assert (len(body["data"]), body["totalCount"], body["hasMore"]) == (1, 5, True)
+    # The whole environment's 8 are counted no further than the page and one more.
+    assert (await api.get("/v1/messages", params={"limit": 1})).json()["totalCount"] == 2
 
 
 async def test_list_messages_accepts_the_sdks_float_numbers(api: httpx.AsyncClient, app: FastAPI, subscriber) -> None:

@@ -266,6 +266,9 @@ async def test_total_count_stops_a_bound_past_the_page(
     assert (len(first["data"]), first["totalCount"], first["hasMore"]) == (3, 5, True)
     last = await list_activity(api, limit=3, page=2)
     assert (len(last["data"]), last["totalCount"], last["hasMore"]) == (3, 9, False)
+    # Narrowed to the subscriber, the runs are counted whole.
+    narrowed = await list_activity(api, limit=3, subscriberIds=subscriber["subscriberId"])
+    assert (narrowed["totalCount"], narrowed["hasMore"]) == (9, True)
     monkeypatch.undo()
     assert (await list_activity(api, limit=3))["totalCount"] == 9
 

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from sqlalchemy import event
 
 from herald.engine.repository import EngineRepository
+from herald.topics.repository import TopicRepository
 from tests.conftest import Tenancy
 from tests.topics.test_routes import add, insert_subscribers
 
@@ -99,3 +100,50 @@ async def test_several_topics_are_paged_by_one_bounded_range_each_and_yield_each
     assert len(statements) == len(pages)
     for statement, parameters in statements:
         assert_bounded_range_scan(await plan_of(app, statement, parameters), app.state.engine.dialect.name)
+
+
+async def test_a_batchs_subscription_rules_are_read_through_the_batchs_range_of_the_topic(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy
+) -> None:
+    """The rules of a batch's members (topic_preferences.screen) are read by the range of the topic the batch spans.
+
+    On a million-member topic seeded just before its trigger, before PostgreSQL had statistics of it, the list of
+    a batch's thousand members alone was answered by reading every member of the topic (about 20 s a batch,
+    bench/results/2026-11-29T1408Z-postgres.json has the run after the change). The range bounds the index read
+    whatever the planner believes; here the statement must carry it, and the plan must read the topic's members
+    index by subscriber.
+    """
+    subscribers = await insert_subscribers(app, tenancy, 3000)
+    for start in range(0, len(subscribers), 500):
+        added = await add(api, "everyone", *(subscriber.subscriber_id for subscriber in subscribers[start : start + 500]))
+        assert added.status_code == 200, added.text
+    everyone = await topic_id(api, "everyone")
+    batch = sorted(subscriber.id for subscriber in subscribers)[1000:1050]
+    sent: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if "topic_subscribers" in statement:
+            sent.append((statement, parameters))
+
+    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        async with app.state.sessionmaker() as session:
+            rows = await TopicRepository(session).subscription_rules(tenancy.environment_id, [everyone], batch)
+    finally:
+        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+    assert sorted(subscriber_id for subscriber_id, _ in rows) == batch
+    [(statement, parameters)] = sent
+    assert "BETWEEN" in statement.upper(), statement
+    assert batch[0] in list(parameters) and batch[-1] in list(parameters)
+    dialect = app.state.engine.dialect.name
+    if dialect == "postgresql":
+        async with app.state.engine.connect() as connection:
+            await connection.exec_driver_sql("ANALYZE topic_subscribers")
+    plan = await plan_of(app, statement, parameters)
+    if dialect == "sqlite":
+        assert "USING INDEX uq_topic_subscribers_topic_subscriber (topic_id=? AND subscriber_id" in plan, plan
+        assert "SCAN topic_subscribers" not in plan, plan
+    else:
+        assert "uq_topic_subscribers_topic_subscriber" in plan, plan
+        index_conditions = [line for line in plan.splitlines() if "Index Cond" in line]
+        assert index_conditions and all("subscriber_id" in line for line in index_conditions), plan

@@ -200,9 +200,17 @@ class JobRunner:
                 now = utcnow()
                 # A committed batch is progress, not a failed attempt: only
                 # failures in a row use up the attempts of a long expansion.
+                # An expansion that goes on keeps its place in the queue, ahead
+                # of the steps its batches made: queued behind them (claims are
+                # oldest first), each batch of a large fan-out waited for the
+                # workers to deliver the one before, and expanding and
+                # delivering took turns instead of running side by side.
                 rows = [
                     queue.outcome_row(
-                        job, status="completed" if progress[job.id].done else "queued", run_at=now, attempts=0
+                        job,
+                        status="completed" if progress[job.id].done else "queued",
+                        run_at=now if progress[job.id].done else job.run_at,
+                        attempts=0,
                     )
                     for job in jobs
                 ]

@@ -196,3 +196,32 @@ async def test_the_in_app_steps_settled_in_an_expansion_use_the_subscribers_it_r
     messages = await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])
     assert sorted(message.content for message in messages) == ["Hello Ada", "Hello Grace"]
     assert {job.status for job in await jobs_of(app, result["transactionId"])} == {"completed"}
+
+
+async def test_a_long_expansion_keeps_its_place_ahead_of_the_steps_its_batches_made(
+    api: httpx.AsyncClient, app: FastAPI, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Expanding and delivering run side by side: a batch's steps do not hold back the next batch.
+
+    Claims take the oldest jobs first. Queued again at the time its batch committed, the expansion of a large
+    topic came after that batch's steps, and every batch waited for the one before to be delivered.
+    """
+    key, ids = await topic_of(api, 12)
+    workflow = await create_workflow(api, steps=[IN_APP])
+    monkeypatch.setattr(expand, "BATCH_SIZE", 4)
+    worker.batch_size = 1  # one job a claim: which job comes first is the point
+    worker.runner.batch_size = 0  # the steps stay queued for any worker, as in a large fan-out
+    result = await trigger(api, name_of(workflow), {"type": "Topic", "topicKey": key})
+    transaction_id = result["transactionId"]
+
+    assert await worker.run_once() == 1  # the first batch: 4 notifications, their steps queued
+    assert await notification_count(app, transaction_id) == 4
+    assert await worker.run_once() == 1
+    # The second claim took the expansion again, ahead of the first batch's four queued steps.
+    assert await notification_count(app, transaction_id) == 8
+    steps = [job for job in await jobs_of(app, transaction_id) if job.kind == "step"]
+    assert [job.status for job in steps] == ["queued"] * 8
+
+    job = await run_until_expansion_ends(worker, app, transaction_id)
+    assert job.status == "completed"
+    assert len(await messages_of(app, job.environment_id, transaction_id=transaction_id)) == len(ids)

@@ -15,7 +15,8 @@ An exact count of an environment's messages reads every one of them: 2.8 s
 (p50) on a PostgreSQL store of ten million, on every page asked for. Counting
 stops this far past the page instead, so ``totalCount`` is exact whenever
 fewer than this many matches follow the page, and otherwise says "at least
-this many"; ``hasMore`` stays exact either way.
+this many"; ``hasMore`` stays exact either way. Lists narrowed to a subscriber
+or to transactions count every match (their own indexes keep that small).
 """
 
 

@@ -207,6 +207,17 @@ async def release_claims(session: AsyncSession, worker_id: str) -> int:
     return await _queue_again(session, and_(LEASED, Job.locked_by == worker_id))
 
 
+async def give_back(session: AsyncSession, job_ids: Sequence[str], worker_id: str) -> None:
+    """Queue again, in their place and with the attempt not counted, jobs ``worker_id`` claimed and will not run."""
+    await session.execute(
+        update(Job)
+        .where(Job.id.in_(list(job_ids)), LEASED, Job.locked_by == worker_id)
+        .values(status="queued", locked_by=None, locked_until=None, attempts=Job.attempts - 1, updated_at=utcnow()),
+        execution_options={"synchronize_session": False},
+    )
+    await wake_workers(session)
+
+
 async def _queue_again(session: AsyncSession, which: ColumnElement[bool]) -> int:
     """Queue the ``which`` jobs again, due now and held by no worker; wake the workers when there were any."""
     now = utcnow()

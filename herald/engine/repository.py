@@ -383,29 +383,54 @@ class EngineRepository:
         return {key: topic_id for key, topic_id in result.all()}
 
     async def topic_members_after(
-        self, excluded_by_topic: dict[str, Sequence[str]], after: str, limit: int
+        self, excluded_by_topic: dict[str, Sequence[str]], after: str, limit: int, through: str | None = None
     ) -> list[tuple[str, str]]:
         """(internal id, subscriberId) of the members of these topics, in id order, after a cursor.
 
         ``excluded_by_topic`` maps each topic id to the subscriberIds its
         ``exclude`` list leaves out of that topic only: a member left out of
         one topic is still reached through another that does not exclude it.
-        A member of several topics comes once.
+        A member of several topics comes once. ``through``: the last id of the
+        range read, when it has one (a part of an expansion).
         """
         if not excluded_by_topic:
             return []
-        result = await self.session.execute(topic_members_statement(excluded_by_topic, after, limit))
+        result = await self.session.execute(topic_members_statement(excluded_by_topic, after, limit, through))
         members = dict(sorted((row[0], row[1]) for row in result.all()))
         return list(members.items())[:limit]
 
-    async def environment_subscribers_after(self, environment_id: str, after: str, limit: int) -> list[tuple[str, str]]:
-        result = await self.session.execute(
-            select(Subscriber.id, Subscriber.subscriber_id)
-            .where(Subscriber.environment_id == environment_id, Subscriber.id > after)
-            .order_by(Subscriber.id)
-            .limit(limit)
+    async def environment_subscribers_after(
+        self, environment_id: str, after: str, limit: int, through: str | None = None
+    ) -> list[tuple[str, str]]:
+        statement = select(Subscriber.id, Subscriber.subscriber_id).where(
+            Subscriber.environment_id == environment_id, Subscriber.id > after
         )
+        if through is not None:
+            statement = statement.where(Subscriber.id <= through)
+        result = await self.session.execute(statement.order_by(Subscriber.id).limit(limit))
         return [(row[0], row[1]) for row in result.all()]
+
+    async def lock_job_fresh(self, job_id: str) -> Job | None:
+        """The job's row, locked, as it is now (not as this session may have read it before)."""
+        result = await self.session.execute(
+            select(Job).where(Job.id == job_id).with_for_update().execution_options(populate_existing=True)
+        )
+        return result.scalar_one_or_none()
+
+    async def expansion_parts_left(self, event_id: str, due_by: datetime) -> int:
+        """The event's expansion jobs not yet finished: its event job and the parts it queued.
+
+        Read from ``ix_jobs_leased`` and from ``ix_jobs_due`` up to
+        ``due_by``, when its parts are due (just after the trigger was
+        accepted), so the steps of a large fan-out, queued later, are not read.
+        """
+        running = select(Job.id).where(LEASED, Job.kind == "event", Job.event_id == event_id)
+        waiting = select(Job.id).where(DUE, Job.run_at <= due_by, Job.kind == "event", Job.event_id == event_id)
+        return len((await self.session.execute(running.union_all(waiting))).all())
+
+    async def count_event_notifications(self, event_id: str) -> int:
+        """How many notifications the event has (from ``uq_notifications_event_subscriber``)."""
+        return int(await self.session.scalar(select(func.count()).where(Notification.event_id == event_id)) or 0)
 
     # Notifications and jobs --------------------------------------------------
 
@@ -1039,7 +1064,7 @@ class HistoryRepository:
 
 
 def topic_members_statement(
-    excluded_by_topic: Mapping[str, Sequence[str]], after: str, limit: int
+    excluded_by_topic: Mapping[str, Sequence[str]], after: str, limit: int, through: str | None = None
 ) -> Select[Any] | CompoundSelect:
     """One page of a fan-out: each topic's next ``limit`` members after the cursor, read as an index range.
 
@@ -1058,6 +1083,8 @@ def topic_members_statement(
         part = select(TopicSubscriber.subscriber_id, TopicSubscriber.external_subscriber_id).where(
             TopicSubscriber.topic_id == topic_id, TopicSubscriber.subscriber_id > after
         )
+        if through is not None:
+            part = part.where(TopicSubscriber.subscriber_id <= through)
         if excluded:
             part = part.where(TopicSubscriber.external_subscriber_id.not_in(list(excluded)))
         parts.append(part.order_by(TopicSubscriber.subscriber_id).limit(limit))

@@ -23,8 +23,9 @@ from herald.engine.expand import (
     SettledSteps,
     active_steps,
     expand_events,
-    expansion_detail,
+    expansion_details,
     expansion_failed_detail,
+    share_out,
 )
 from herald.engine.filters import FilterContext, step_passes
 from herald.engine.preferences import StepPreferences, evaluate, needs_preferences
@@ -110,7 +111,8 @@ class JobRunner:
             steps = [job for job in jobs if job.kind != "event"]
             known_events: dict[str, Event] = {}
             if expansions:
-                handed = await self._run_expansions(expansions, room=max(self.batch_size - len(steps), 0))
+                groups, events = await self._keep_a_share(expansions, held)
+                handed = await self._run_expansions(groups, max(self.batch_size - len(steps), 0), events)
                 held.update(job.id for job in handed.jobs)
                 steps += handed.jobs
                 known_events = handed.events
@@ -169,11 +171,44 @@ class JobRunner:
 
     # Expansion -------------------------------------------------------------
 
-    async def _run_expansions(self, jobs: list[Job], room: int) -> HandOff:
-        """Expand the events; returns the first steps handed to this worker (see ``HandOff``)."""
+    async def _keep_a_share(self, expansions: list[Job], held: set[str]) -> tuple[list[list[Job]], dict[str, Event] | None]:
+        """The expansions of a claim this worker runs now, in groups (``expand.share_out``), and their events.
+
+        The others are given back at once, in a transaction of their own, for
+        the other workers to claim while this one expands its share: given
+        back with the round's outcome, they were held for the whole round, and
+        a fan-out's parts went from worker to worker one at a time.
+        """
+        if len(expansions) == 1:
+            return [expansions], None
+        try:
+            async with self.sessionmaker() as session:
+                await without_transaction(session)  # a read only
+                events = await EngineRepository(session).get_events({job.event_id for job in expansions})
+            groups, returned = share_out(expansions, events)
+            if returned:
+                async with self.sessionmaker() as session, session.begin():
+                    await queue.give_back(session, [job.id for job in returned], self.worker_id)
+                held.difference_update(job.id for job in returned)
+        except Exception:  # all expanded here instead
+            logger.warning("could not give back %d expansions of a claim", len(expansions), exc_info=True)
+            return [expansions], None
+        return groups, events
+
+    async def _run_expansions(self, groups: list[list[Job]], room: int, events: dict[str, Event] | None = None) -> HandOff:
+        """Expand the groups' events side by side; returns the first steps handed to this worker (see ``HandOff``)."""
+        handed = await asyncio.gather(
+            *(self._run_group(group, room if index == 0 else 0, events) for index, group in enumerate(groups))
+        )
+        for other in handed[1:]:
+            handed[0].absorb(other)
+        return handed[0]
+
+    async def _run_group(self, jobs: list[Job], room: int, events: dict[str, Event] | None) -> HandOff:
+        """Expand the events in one transaction, or one by one should that fail."""
         if len(jobs) > 1:
             try:
-                return await self._expand(jobs, room)
+                return await self._expand(jobs, room, events)
             except Exception:
                 logger.warning("expanding %d events together failed; expanding them one by one", len(jobs), exc_info=True)
         handed = HandOff(self.worker_id, self.settings.lease_seconds, room)
@@ -184,8 +219,10 @@ class JobRunner:
     async def _expand_alone(self, job: Job, handed: HandOff) -> None:
         handed.absorb(await self._expand([job], handed.room))
 
-    async def _expand(self, jobs: list[Job], room: int = 0) -> HandOff:
-        hand_off = HandOff(self.worker_id, self.settings.lease_seconds, room, settle=self.settle_in_expansion)
+    async def _expand(self, jobs: list[Job], room: int = 0, events: dict[str, Event] | None = None) -> HandOff:
+        # A worker set to take none of the steps it makes (batch size 0) settles none either.
+        settle = self.settle_in_expansion if self.batch_size > 0 else None
+        hand_off = HandOff(self.worker_id, self.settings.lease_seconds, room, settle=settle)
         # Expansion records its progress in job.data; should the transaction
         # fail, the jobs must not keep progress that was never committed.
         before = {job.id: dict(job.data or {}) for job in jobs}
@@ -196,7 +233,7 @@ class JobRunner:
         ]
         try:
             async with self.sessionmaker() as session, session.begin():
-                progress = await expand_events(session, jobs, hand_off)
+                progress = await expand_events(session, jobs, hand_off, events)
                 now = utcnow()
                 # A committed batch is progress, not a failed attempt: only
                 # failures in a row use up the attempts of a long expansion.
@@ -219,10 +256,7 @@ class JobRunner:
                     raise JobLost(", ".join(job.id for job in jobs if job.id not in written))
                 repository = EngineRepository(session)
                 await repository.save_messages(hand_off.settled.messages, hand_off.settled.held_received)
-                await repository.add_details(
-                    [expansion_detail(job, progress[job.id]) for job in jobs if progress[job.id].done]
-                    + hand_off.settled.details
-                )
+                await repository.add_details(await expansion_details(repository, jobs, progress) + hand_off.settled.details)
                 # Other workers are woken for what they can take: steps left queued,
                 # or an expansion to go on with. Steps handed to this worker are
                 # run in this round, and waking the others for them only had

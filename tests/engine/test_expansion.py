@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from sqlalchemy import func, select, update
 
 from herald.engine import expand
+from herald.engine.expand import is_part
 from herald.engine.repository import EngineRepository
 from herald.engine.worker import Worker
 from herald.models import Job, Notification
@@ -28,17 +29,22 @@ def name_of(workflow: dict[str, Any]) -> str:
 
 
 async def expansion_job(app: FastAPI, transaction_id: str) -> Job:
-    [job] = [job for job in await jobs_of(app, transaction_id) if job.kind == "event"]
+    """The trigger's event job (not one of the parts it queued)."""
+    [job] = [job for job in await jobs_of(app, transaction_id) if job.kind == "event" and not is_part(job)]
     return job
 
 
+async def parts_of(app: FastAPI, transaction_id: str) -> list[Job]:
+    return [job for job in await jobs_of(app, transaction_id) if job.kind == "event" and is_part(job)]
+
+
 async def run_until_expansion_ends(worker: Worker, app: FastAPI, transaction_id: str) -> Job:
-    """Worker rounds (retries included) until the expansion job is completed or failed."""
+    """Worker rounds (retries included) until the event job and its parts are completed or failed."""
     for _ in range(200):
         await worker.run_until_idle()
-        job = await expansion_job(app, transaction_id)
-        if job.status in ("completed", "failed"):
-            return job
+        jobs = [job for job in await jobs_of(app, transaction_id) if job.kind == "event"]
+        if all(job.status in ("completed", "failed") for job in jobs):
+            return await expansion_job(app, transaction_id)
         await asyncio.sleep(0.02)
     raise AssertionError("the expansion did not end")
 
@@ -103,7 +109,8 @@ async def test_an_expansion_that_fails_for_good_says_why_and_how_far_it_got(
     key, _ = await topic_of(api, 3)
     workflow = await create_workflow(api, steps=[IN_APP])
     monkeypatch.setattr(expand, "BATCH_SIZE", 2)
-    # The first batch (the direct recipient and two members) commits; every later one fails.
+    monkeypatch.setattr(expand, "PARTS_PER_ROUND", 1)
+    # The first round (the direct recipient, and a part queued for two members) commits; every later read fails.
     FailingMembers(monkeypatch, failing_from=2)
     result = await trigger(api, name_of(workflow), [unique("direct"), {"type": "Topic", "topicKey": key}])
 
@@ -112,10 +119,18 @@ async def test_an_expansion_that_fails_for_good_says_why_and_how_far_it_got(
     assert (job.status, job.attempts) == ("failed", job.max_attempts)
     assert job.error_text.startswith("Trigger expansion failed for good after 5 attempts: Internal error ")
     assert "ConnectionError: the database went away" in job.error_text
-    failed = [d for d in await details_of(app, result["transactionId"]) if d.job_id == job.id and d.status == "Failed"]
+    details = await details_of(app, result["transactionId"])
+    failed = [d for d in details if d.job_id == job.id and d.status == "Failed"]
     assert failed[-1].detail == job.error_text
     assert failed[-1].detail.endswith(
-        "; 3 notifications were made before it stopped, the rest of the audience was not reached"
+        "; 1 notifications were made before it stopped, the rest of the audience was not reached"
+    )
+    # The part it queued failed too, and says so of its own range.
+    [part] = await parts_of(app, result["transactionId"])
+    assert (part.status, part.attempts) == ("failed", part.max_attempts)
+    [part_failed] = [d for d in details if d.job_id == part.id and d.status == "Failed"][-1:]
+    assert part_failed.detail.endswith(
+        "; 0 notifications of this part of the audience were made before it stopped, the rest of the part was not reached"
     )
 
 
@@ -198,30 +213,92 @@ async def test_the_in_app_steps_settled_in_an_expansion_use_the_subscribers_it_r
     assert {job.status for job in await jobs_of(app, result["transactionId"])} == {"completed"}
 
 
-async def test_a_long_expansion_keeps_its_place_ahead_of_the_steps_its_batches_made(
+EMAIL = {"name": "mail", "template": {"type": "email", "subject": "Hi", "content": "Hello"}}
+
+
+async def test_a_large_audience_is_shared_out_in_parts_that_go_ahead_of_the_steps_they_make(
     api: httpx.AsyncClient, app: FastAPI, worker: Worker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Expanding and delivering run side by side: a batch's steps do not hold back the next batch.
+    """Expanded by its event job alone, a large fan-out was one worker's serial work.
 
-    Claims take the oldest jobs first. Queued again at the time its batch committed, the expansion of a large
-    topic came after that batch's steps, and every batch waited for the one before to be delivered.
+    The event job queues a part per batch of members, at its trigger's time: claims take the oldest first, so
+    the expansion, parts and all, goes before the steps it makes, and expanding and delivering run side by side.
     """
     key, ids = await topic_of(api, 12)
-    workflow = await create_workflow(api, steps=[IN_APP])
+    workflow = await create_workflow(api, steps=[EMAIL])
     monkeypatch.setattr(expand, "BATCH_SIZE", 4)
+    monkeypatch.setattr(expand, "PARTS_PER_ROUND", 1)
     worker.batch_size = 1  # one job a claim: which job comes first is the point
-    worker.runner.batch_size = 0  # the steps stay queued for any worker, as in a large fan-out
     result = await trigger(api, name_of(workflow), {"type": "Topic", "topicKey": key})
     transaction_id = result["transactionId"]
 
-    assert await worker.run_once() == 1  # the first batch: 4 notifications, their steps queued
-    assert await notification_count(app, transaction_id) == 4
-    assert await worker.run_once() == 1
-    # The second claim took the expansion again, ahead of the first batch's four queued steps.
-    assert await notification_count(app, transaction_id) == 8
-    steps = [job for job in await jobs_of(app, transaction_id) if job.kind == "step"]
-    assert [job.status for job in steps] == ["queued"] * 8
+    assert await worker.run_once() == 1  # the event job's first round: a part for the first four members
+    assert await notification_count(app, transaction_id) == 0
+    [part] = await parts_of(app, transaction_id)
+    assert (part.status, part.data["after"], part.data["source"]) == ("queued", "", "topics")
 
-    job = await run_until_expansion_ends(worker, app, transaction_id)
-    assert job.status == "completed"
-    assert len(await messages_of(app, job.environment_id, transaction_id=transaction_id)) == len(ids)
+    rounds = 1
+    while await notification_count(app, transaction_id) < len(ids):
+        assert await worker.run_once() == 1
+        rounds += 1
+        steps = [job for job in await jobs_of(app, transaction_id) if job.kind == "step"]
+        # No step ran while the expansion went on: its rounds came first.
+        assert {job.status for job in steps} <= {"queued"}, rounds
+    parts = await parts_of(app, transaction_id)
+    assert len(parts) == 3 and all(part.status == "completed" for part in parts)
+    assert len([job for job in await jobs_of(app, transaction_id) if job.kind == "step"]) == len(ids)
+
+
+async def test_a_worker_keeps_one_part_of_a_claim_and_queues_the_others_again(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every part is due at the trigger's time, so one claim takes them all: past what the worker expands at
+    once (``GROUPS_AT_ONCE``), the others go back for other workers."""
+    key, ids = await topic_of(api, 12)
+    workflow = await create_workflow(api, steps=[IN_APP])
+    monkeypatch.setattr(expand, "BATCH_SIZE", 4)
+    await set_aside_other_jobs(app, tenancy.environment_id)
+    result = await trigger(api, name_of(workflow), {"type": "Topic", "topicKey": key})
+    transaction_id = result["transactionId"]
+
+    await worker.run_once()  # the event job: three parts queued, and done
+    assert (await expansion_job(app, transaction_id)).status == "completed"
+    assert len(await parts_of(app, transaction_id)) == 3
+    await worker.run_once()  # claims the three parts, expands two side by side
+    parts = sorted(await parts_of(app, transaction_id), key=lambda job: job.status)
+    assert expand.GROUPS_AT_ONCE == 2
+    assert [(job.status, job.attempts) for job in parts] == [("completed", 0), ("completed", 0), ("queued", 0)]
+    # Their members' in-app messages were stored in the parts' own transactions: no step was left for a worker.
+    assert await notification_count(app, transaction_id) == 8
+    assert len(await messages_of(app, tenancy.environment_id, transaction_id=transaction_id)) == 8
+    assert {job.status for job in await jobs_of(app, transaction_id) if job.kind == "step"} == {"completed"}
+
+    await run_until_expansion_ends(worker, app, transaction_id)
+    assert len(await messages_of(app, tenancy.environment_id, transaction_id=transaction_id)) == len(ids)
+    # The last part to finish wrote the trigger's detail, once.
+    expanded = [d.detail for d in await details_of(app, transaction_id) if d.detail.startswith("Trigger expanded")]
+    assert expanded == [f"Trigger expanded into {len(ids)} notifications"]
+
+
+async def test_a_broadcast_to_more_than_a_batch_reaches_each_subscriber_once_through_its_parts(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ours = [await create_subscriber(api) for _ in range(7)]
+    workflow = await create_workflow(api, steps=[IN_APP])
+    monkeypatch.setattr(expand, "BATCH_SIZE", 2)
+    monkeypatch.setattr(expand, "PARTS_PER_ROUND", 2)
+    response = await api.post("/v1/events/trigger/broadcast", json={"name": name_of(workflow), "payload": {}})
+    transaction_id = response.json()["data"]["transactionId"]
+
+    await run_until_expansion_ends(worker, app, transaction_id)
+    await worker.run_until_idle()
+
+    parts = await parts_of(app, transaction_id)
+    assert len(parts) == 4 and {part.data["source"] for part in parts} == {"broadcast"}
+    # The parts' ranges follow one another, each from where the one before ended.
+    ranges = sorted((part.data["after"], part.data["through"]) for part in parts)
+    assert [after for after, _ in ranges[1:]] == [through for _, through in ranges[:-1]]
+    messages = await messages_of(app, tenancy.environment_id, transaction_id=transaction_id)
+    assert sorted(m.subscriber_id for m in messages) == sorted(s["_id"] for s in ours)
+    expanded = [d.detail for d in await details_of(app, transaction_id) if d.detail.startswith("Trigger expanded")]
+    assert expanded == ["Trigger expanded into 7 notifications"]

@@ -597,21 +597,28 @@ async def test_the_round_that_expands_a_trigger_also_runs_its_first_step(
     assert (step.status, step.attempts, step.locked_by) == ("completed", 1, worker.worker_id)
 
 
-async def test_a_fan_out_larger_than_the_batch_is_left_queued_for_every_worker(
+async def test_a_fan_out_larger_than_the_batch_has_its_in_app_steps_settled_and_the_others_left_queued(
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker
 ) -> None:
+    """More recipients than a worker's batch: the in-app steps need only the store and are written with the
+    expansion; the others (a provider's) are left queued for every worker to share, not taken by this one."""
     worker.batch_size = worker.runner.batch_size = 3
-    workflow = await create_workflow(api)
+    inbox = await create_workflow(api)
+    mail = await create_workflow(api, steps=[{"name": "mail", "template": {"type": "email", "subject": "Hi", "content": "Hello"}}])
     audience = [unique("wide") for _ in range(4)]
-    result = await trigger(api, workflow_name(workflow), audience)
+    await worker.run_until_idle()  # what earlier tests left
+    settled = await trigger(api, workflow_name(inbox), audience)
+    queued = await trigger(api, workflow_name(mail), audience)
 
-    await _run_until_expanded(worker, app, result["transactionId"])
+    await worker.run_once()  # both expansions, in one round
+    for transaction_id in (settled["transactionId"], queued["transactionId"]):
+        assert [job.status for job in await jobs_of(app, transaction_id) if job.kind == "event"] == ["completed"]
 
-    steps = [job for job in await jobs_of(app, result["transactionId"]) if job.kind == "step"]
+    steps = [job for job in await jobs_of(app, settled["transactionId"]) if job.kind == "step"]
+    assert [(job.status, job.attempts) for job in steps] == [("completed", 1)] * 4
+    assert len(await messages_of(app, tenancy.environment_id, transaction_id=settled["transactionId"])) == 4
+    steps = [job for job in await jobs_of(app, queued["transactionId"]) if job.kind == "step"]
     assert [(job.status, job.attempts) for job in steps] == [("queued", 0)] * 4
-    assert await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"]) == []
-    await worker.run_until_idle()
-    assert len(await messages_of(app, tenancy.environment_id, transaction_id=result["transactionId"])) == 4
 
 
 def _count_wakes(monkeypatch: pytest.MonkeyPatch) -> list[None]:
@@ -666,7 +673,8 @@ async def test_an_expansion_that_leaves_steps_queued_wakes_the_workers(
     api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     worker.batch_size = worker.runner.batch_size = 3
-    workflow = await create_workflow(api)
+    # A provider's step: an in-app one would be settled in the expansion (the test above).
+    workflow = await create_workflow(api, steps=[{"name": "mail", "template": {"type": "email", "subject": "Hi", "content": "Hello"}}])
     await worker.run_until_idle()
     result = await trigger(api, workflow_name(workflow), [unique("wide") for _ in range(4)])
     wakes = _count_wakes(monkeypatch)

@@ -21,6 +21,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -477,6 +478,13 @@ class Api:
             self._counted[channel] = total
             if total < count_bound(page * PAGE, PAGE):
                 return total
+
+    async def newest_message_at(self, transaction_id: str, channel: str = "in_app") -> float | None:
+        """When the transaction's newest message was stored (its ``createdAt``, seconds since the epoch)."""
+        answer = await self._call("GET", "/v1/messages", params={"channel": channel, "limit": 1, "transactionId": transaction_id})
+        if not answer["data"]:
+            return None
+        return datetime.fromisoformat(answer["data"][0]["createdAt"].replace("Z", "+00:00")).timestamp()
 
     async def messages_of(self, transaction_ids: Sequence[str], channel: str = "in_app") -> list[dict[str, Any]]:
         """In-app messages of up to 100 transactions (one per transaction in these scenarios)."""

@@ -147,3 +147,70 @@ async def test_a_batchs_subscription_rules_are_read_through_the_batchs_range_of_
         assert "uq_topic_subscribers_topic_subscriber" in plan, plan
         index_conditions = [line for line in plan.splitlines() if "Index Cond" in line]
         assert index_conditions and all("subscriber_id" in line for line in index_conditions), plan
+
+
+async def test_a_parts_range_is_read_between_its_two_ends(api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy) -> None:
+    """A part of a shared-out expansion (engine/expand.py) reads the members after where the part before it ended,
+    up to its own last, and no further: a range of the index bounded at both ends."""
+    subscribers = await insert_subscribers(app, tenancy, 10)
+    await add(api, "everyone", *(subscriber.subscriber_id for subscriber in subscribers))
+    ordered = sorted(subscribers, key=lambda subscriber: subscriber.id)
+    everyone = await topic_id(api, "everyone")
+    sent: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if "topic_subscribers" in statement:
+            sent.append((statement, parameters))
+
+    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        async with app.state.sessionmaker() as session:
+            # A page as large as the topic, so that only the range's end stops it.
+            members = await EngineRepository(session).topic_members_after({everyone: []}, ordered[2].id, 10, through=ordered[6].id)
+    finally:
+        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+    assert [external for _, external in members] == [subscriber.subscriber_id for subscriber in ordered[3:7]]
+    [(statement, parameters)] = sent
+    plan = await plan_of(app, statement, parameters)
+    if app.state.engine.dialect.name == "sqlite":
+        assert "USING INDEX uq_topic_subscribers_topic_subscriber (topic_id=? AND subscriber_id>? AND subscriber_id<?)" in plan, plan
+        assert "TEMP B-TREE" not in plan, plan
+    else:
+        assert_bounded_range_scan(plan, "postgresql")
+        [condition] = [line for line in plan.splitlines() if "Index Cond" in line]
+        assert "(subscriber_id)::text >" in condition and "(subscriber_id)::text <=" in condition, plan
+
+
+async def test_what_is_left_of_a_shared_out_expansion_is_read_from_partial_indexes(
+    app: FastAPI, tenancy: Tenancy
+) -> None:
+    """Each part that finishes asks whether it is the last (engine/expand.py, expansion_details), while a million
+    steps may be queued: the expansion's jobs are read from the leased and due indexes, the due ones only up to
+    when the parts are due, and the count of notifications from the (event, subscriber) index."""
+    from herald.kit.time import utcnow
+
+    sent: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        sent.append((statement, parameters))
+
+    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
+    try:
+        async with app.state.sessionmaker() as session:
+            repository = EngineRepository(session)
+            assert await repository.expansion_parts_left("no-event", utcnow()) == 0
+            assert await repository.count_event_notifications("no-event") == 0
+    finally:
+        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+    asked = [(statement, parameters) for statement, parameters in sent if "FROM jobs" in statement or "FROM notifications" in statement]
+    assert len(asked) == 2
+    jobs, notifications = [await plan_of(app, statement, parameters) for statement, parameters in asked]
+    if app.state.engine.dialect.name == "sqlite":
+        reads = [line for line in jobs.splitlines() if " jobs" in line]
+        assert reads and all("USING INDEX ix_jobs_leased" in read or "USING INDEX ix_jobs_due (run_at<?)" in read for read in reads), jobs
+        assert "USING COVERING INDEX uq_notifications_event_subscriber (event_id=?)" in notifications, notifications
+    else:
+        assert "ix_jobs_leased" in jobs and "ix_jobs_due" in jobs and "Seq Scan" not in jobs, jobs
+        due = [line for line in jobs.splitlines() if "Index Cond" in line and "run_at" in line]
+        assert due and all("run_at <=" in line for line in due), jobs
+        assert "uq_notifications_event_subscriber" in notifications and "Seq Scan" not in notifications, notifications

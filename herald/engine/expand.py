@@ -28,7 +28,7 @@ queued for a worker, each cost a claim, a read and a write more.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -248,7 +248,7 @@ async def expand_event(session: AsyncSession, job: Job) -> ExpansionProgress:
 
 
 async def expand_events(
-    session: AsyncSession, jobs: list[Job], hand_off: HandOff | None = None, events: dict[str, Event] | None = None
+    session: AsyncSession, jobs: list[Job], hand_off: HandOff | None = None
 ) -> dict[str, ExpansionProgress]:
     """Run one batch of the expansion of each job's event, in the session's transaction.
 
@@ -259,8 +259,7 @@ async def expand_events(
     event by event, a batch of members at a time.
     """
     repository = EngineRepository(session)
-    if events is None:
-        events = await repository.get_events([job.event_id for job in jobs])
+    events = await repository.get_events([job.event_id for job in jobs])
     for job in jobs:
         if job.event_id not in events:
             raise LookupError(f"event {job.event_id} of job {job.id} does not exist")
@@ -275,7 +274,7 @@ async def expand_events(
     }
 
 
-def share_out(jobs: list[Job], events: dict[str, Event]) -> tuple[list[list[Job]], list[Job]]:
+def share_out(jobs: list[Job], recipients: Mapping[str, int]) -> tuple[list[list[Job]], list[Job]]:
     """The expansions of a claim to run in this round, in groups, and those to give back.
 
     A claim takes every due job up to the worker's batch size, oldest first:
@@ -294,8 +293,8 @@ def share_out(jobs: list[Job], events: dict[str, Event]) -> tuple[list[list[Job]
         data = job.data or {}
         if is_part(job):
             size = BATCH_SIZE
-        elif data.get("phase", "direct") == "direct" and job.event_id in events:
-            size = len(events[job.event_id].recipients or [])
+        elif data.get("phase", "direct") == "direct":
+            size = recipients.get(job.event_id, 1)  # by event id: ``to``'s length
         else:
             size = 1  # an event job's round of queueing parts reads ids only
         if groups and weight + size <= BATCH_SIZE:

@@ -432,6 +432,14 @@ class EngineRepository:
         finally:
             await self.session.execute(_BITMAP_SCANS_BACK)
 
+    async def recipient_counts(self, event_ids: Collection[str]) -> dict[str, int]:
+        """How many recipients each event's ``to`` names (a topic counts one), read without the list itself."""
+        length = func.jsonb_array_length if dialect_of(self.session) == "postgresql" else func.json_array_length
+        result = await self.session.execute(
+            select(Event.id, length(Event.recipients)).where(any_of(self.session, Event.id, list(event_ids)))
+        )
+        return {row[0]: int(row[1] or 0) for row in result.all()}
+
     async def lock_job_fresh(self, job_id: str) -> Job | None:
         """The job's row, locked, as it is now (not as this session may have read it before)."""
         result = await self.session.execute(

@@ -111,8 +111,8 @@ class JobRunner:
             steps = [job for job in jobs if job.kind != "event"]
             known_events: dict[str, Event] = {}
             if expansions:
-                groups, events = await self._keep_a_share(expansions, held)
-                handed = await self._run_expansions(groups, max(self.batch_size - len(steps), 0), events)
+                groups = await self._keep_a_share(expansions, held)
+                handed = await self._run_expansions(groups, max(self.batch_size - len(steps), 0))
                 held.update(job.id for job in handed.jobs)
                 steps += handed.jobs
                 known_events = handed.events
@@ -171,44 +171,45 @@ class JobRunner:
 
     # Expansion -------------------------------------------------------------
 
-    async def _keep_a_share(self, expansions: list[Job], held: set[str]) -> tuple[list[list[Job]], dict[str, Event] | None]:
-        """The expansions of a claim this worker runs now, in groups (``expand.share_out``), and their events.
+    async def _keep_a_share(self, expansions: list[Job], held: set[str]) -> list[list[Job]]:
+        """The expansions of a claim this worker runs now, in groups (``expand.share_out``).
 
         The others are given back at once, in a transaction of their own, for
         the other workers to claim while this one expands its share: given
         back with the round's outcome, they were held for the whole round, and
-        a fan-out's parts went from worker to worker one at a time.
+        a fan-out's parts went from worker to worker one at a time. Only the
+        length of each event's ``to`` is read for it: a bulk trigger's events
+        name a thousand recipients each, and the claims that took them read
+        every event given back again.
         """
         if len(expansions) == 1:
-            return [expansions], None
+            return [expansions]
         try:
             async with self.sessionmaker() as session:
                 await without_transaction(session)  # a read only
-                events = await EngineRepository(session).get_events({job.event_id for job in expansions})
-            groups, returned = share_out(expansions, events)
+                recipients = await EngineRepository(session).recipient_counts({job.event_id for job in expansions})
+            groups, returned = share_out(expansions, recipients)
             if returned:
                 async with self.sessionmaker() as session, session.begin():
                     await queue.give_back(session, [job.id for job in returned], self.worker_id)
                 held.difference_update(job.id for job in returned)
         except Exception:  # all expanded here instead
             logger.warning("could not give back %d expansions of a claim", len(expansions), exc_info=True)
-            return [expansions], None
-        return groups, events
+            return [expansions]
+        return groups
 
-    async def _run_expansions(self, groups: list[list[Job]], room: int, events: dict[str, Event] | None = None) -> HandOff:
+    async def _run_expansions(self, groups: list[list[Job]], room: int) -> HandOff:
         """Expand the groups' events side by side; returns the first steps handed to this worker (see ``HandOff``)."""
-        handed = await asyncio.gather(
-            *(self._run_group(group, room if index == 0 else 0, events) for index, group in enumerate(groups))
-        )
+        handed = await asyncio.gather(*(self._run_group(group, room if index == 0 else 0) for index, group in enumerate(groups)))
         for other in handed[1:]:
             handed[0].absorb(other)
         return handed[0]
 
-    async def _run_group(self, jobs: list[Job], room: int, events: dict[str, Event] | None) -> HandOff:
+    async def _run_group(self, jobs: list[Job], room: int) -> HandOff:
         """Expand the events in one transaction, or one by one should that fail."""
         if len(jobs) > 1:
             try:
-                return await self._expand(jobs, room, events)
+                return await self._expand(jobs, room)
             except Exception:
                 logger.warning("expanding %d events together failed; expanding them one by one", len(jobs), exc_info=True)
         handed = HandOff(self.worker_id, self.settings.lease_seconds, room)
@@ -219,7 +220,7 @@ class JobRunner:
     async def _expand_alone(self, job: Job, handed: HandOff) -> None:
         handed.absorb(await self._expand([job], handed.room))
 
-    async def _expand(self, jobs: list[Job], room: int = 0, events: dict[str, Event] | None = None) -> HandOff:
+    async def _expand(self, jobs: list[Job], room: int = 0) -> HandOff:
         # A worker set to take none of the steps it makes (batch size 0) settles none either.
         settle = self.settle_in_expansion if self.batch_size > 0 else None
         hand_off = HandOff(self.worker_id, self.settings.lease_seconds, room, settle=settle)
@@ -233,7 +234,7 @@ class JobRunner:
         ]
         try:
             async with self.sessionmaker() as session, session.begin():
-                progress = await expand_events(session, jobs, hand_off, events)
+                progress = await expand_events(session, jobs, hand_off)
                 now = utcnow()
                 # A committed batch is progress, not a failed attempt: only
                 # failures in a row use up the attempts of a long expansion.

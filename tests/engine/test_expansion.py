@@ -302,3 +302,28 @@ async def test_a_broadcast_to_more_than_a_batch_reaches_each_subscriber_once_thr
     assert sorted(m.subscriber_id for m in messages) == sorted(s["_id"] for s in ours)
     expanded = [d.detail for d in await details_of(app, transaction_id) if d.detail.startswith("Trigger expanded")]
     assert expanded == ["Trigger expanded into 7 notifications"]
+
+
+async def test_a_bulk_triggers_large_events_are_shared_out_between_workers(
+    api: httpx.AsyncClient, app: FastAPI, tenancy: Tenancy, worker: Worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim takes a bulk trigger's events together. Events of more than a batch of recipients between them
+    go in groups of about a batch (their ``to``'s lengths, read without the lists), expanded side by side, and
+    those past the worker's groups go back at once for other workers."""
+    workflow = await create_workflow(api, steps=[IN_APP])
+    monkeypatch.setattr(expand, "BATCH_SIZE", 4)
+    await set_aside_other_jobs(app, tenancy.environment_id)
+    audience = [unique("bulk") for _ in range(3)]
+    events = [{"name": name_of(workflow), "to": audience, "payload": {}} for _ in range(3)]
+    response = await api.post("/v1/events/trigger/bulk", json={"events": events})
+    assert response.status_code == 201, response.text
+    transaction_ids = [item["transactionId"] for item in response.json()["data"]]
+
+    assert await worker.run_once() == 3  # one claim takes the three events
+
+    expansions = [job for transaction_id in transaction_ids for job in await jobs_of(app, transaction_id) if job.kind == "event"]
+    assert sorted((job.status, job.attempts) for job in expansions) == [("completed", 0), ("completed", 0), ("queued", 0)]
+    assert expand.GROUPS_AT_ONCE == 2
+    await worker.run_until_idle()
+    for transaction_id in transaction_ids:
+        assert len(await messages_of(app, tenancy.environment_id, transaction_id=transaction_id)) == len(audience)

@@ -88,15 +88,23 @@ async def set_aside_other_jobs(app: FastAPI, environment_id: str) -> None:
 
 async def statements_while(app: FastAPI, work: Awaitable[Any], wanted: Callable[[str], bool]) -> list[str]:
     """The statements sent to the app's store while ``work`` runs that ``wanted`` keeps."""
-    sent: list[str] = []
+    _, sent = await sent_while(app, work, wanted)
+    return [statement for statement, _ in sent]
+
+
+async def sent_while(
+    app: FastAPI, work: Awaitable[Any], wanted: Callable[[str], bool] = lambda _: True
+) -> tuple[Any, list[tuple[str, Any]]]:
+    """What ``work`` returns, and the statements (with their parameters) sent to the store meanwhile that ``wanted`` keeps."""
+    sent: list[tuple[str, Any]] = []
 
     def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
         if wanted(statement):
-            sent.append(statement)
+            sent.append((statement, parameters))
 
     event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
     try:
-        await work
+        result = await work
     finally:
         event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
-    return sent
+    return result, sent

@@ -13,6 +13,7 @@ from herald.engine.repository import EngineRepository
 from herald.kit.ids import new_id
 from herald.topics.repository import TopicRepository
 from tests.conftest import Tenancy
+from tests.engine.conftest import sent_while
 from tests.topics.test_routes import add, insert_subscribers
 
 PAGE = 4
@@ -121,18 +122,11 @@ async def test_a_batchs_subscription_rules_are_read_through_the_batchs_range_of_
         assert added.status_code == 200, added.text
     everyone = await topic_id(api, "everyone")
     batch = sorted(subscriber.id for subscriber in subscribers)[1000:1050]
-    sent: list[tuple[str, Any]] = []
-
-    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        if "topic_subscribers" in statement:
-            sent.append((statement, parameters))
-
-    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
-    try:
+    async def read() -> list[Any]:
         async with app.state.sessionmaker() as session:
-            rows = await TopicRepository(session).subscription_rules(tenancy.environment_id, [everyone], batch)
-    finally:
-        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+            return await TopicRepository(session).subscription_rules(tenancy.environment_id, [everyone], batch)
+
+    rows, sent = await sent_while(app, read(), lambda statement: "topic_subscribers" in statement)
     assert sorted(subscriber_id for subscriber_id, _ in rows) == batch
     [(statement, parameters)] = sent
     assert "BETWEEN" in statement.upper(), statement
@@ -158,19 +152,12 @@ async def test_a_parts_range_is_read_between_its_two_ends(api: httpx.AsyncClient
     await add(api, "everyone", *(subscriber.subscriber_id for subscriber in subscribers))
     ordered = sorted(subscribers, key=lambda subscriber: subscriber.id)
     everyone = await topic_id(api, "everyone")
-    sent: list[tuple[str, Any]] = []
-
-    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        if "topic_subscribers" in statement:
-            sent.append((statement, parameters))
-
-    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
-    try:
+    async def read() -> list[tuple[str, str]]:
         async with app.state.sessionmaker() as session:
             # A page as large as the topic, so that only the range's end stops it.
-            members = await EngineRepository(session).topic_members_after({everyone: []}, ordered[2].id, 10, through=ordered[6].id)
-    finally:
-        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+            return await EngineRepository(session).topic_members_after({everyone: []}, ordered[2].id, 10, through=ordered[6].id)
+
+    members, sent = await sent_while(app, read(), lambda statement: "topic_subscribers" in statement)
     assert [external for _, external in members] == [subscriber.subscriber_id for subscriber in ordered[3:7]]
     [(statement, parameters)] = sent
     plan = await plan_of(app, statement, parameters)
@@ -191,19 +178,13 @@ async def test_what_is_left_of_a_shared_out_expansion_is_read_from_partial_index
     when the parts are due, and the count of notifications from the (event, subscriber) index."""
     from herald.kit.time import utcnow
 
-    sent: list[tuple[str, Any]] = []
-
-    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        sent.append((statement, parameters))
-
-    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
-    try:
+    async def ask() -> None:
         async with app.state.sessionmaker() as session:
             repository = EngineRepository(session)
             assert await repository.expansion_parts_left("no-event", utcnow()) == 0
             assert await repository.count_event_notifications("no-event") == 0
-    finally:
-        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+
+    _, sent = await sent_while(app, ask())
     asked = [(statement, parameters) for statement, parameters in sent if "FROM jobs" in statement or "FROM notifications" in statement]
     assert len(asked) == 2
     jobs, notifications = [await plan_of(app, statement, parameters) for statement, parameters in asked]
@@ -238,19 +219,12 @@ async def test_an_open_ended_read_of_a_topic_without_statistics_walks_the_index_
             ),
             {"topic": topic, "environment": tenancy.environment_id, "organization": tenancy.organization_id},
         )
-    sent: list[tuple[str, Any]] = []
-
-    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        sent.append((statement, parameters))
-
-    event.listen(app.state.engine.sync_engine, "before_cursor_execute", record)
-    try:
+    async def read() -> tuple[list[tuple[str, str]], str]:
         async with app.state.sessionmaker() as session, session.begin():
-            repository = EngineRepository(session)
-            members = await repository.topic_members_after({topic: []}, "", 1000)
-            setting = await session.scalar(text("SELECT current_setting('enable_bitmapscan')"))
-    finally:
-        event.remove(app.state.engine.sync_engine, "before_cursor_execute", record)
+            members = await EngineRepository(session).topic_members_after({topic: []}, "", 1000)
+            return members, await session.scalar(text("SELECT current_setting('enable_bitmapscan')"))
+
+    (members, setting), sent = await sent_while(app, read())
     assert len(members) == 1000 and members[0][0] == "1".rjust(24, "0")
     assert setting == "on"  # back as it was for the rest of the transaction
     [read] = [(statement, parameters) for statement, parameters in sent if "FROM topic_subscribers" in statement]

@@ -1,4 +1,4 @@
-"""docs/api.md lists every route Herald serves, and only those, with the SDK operations that call them.
+"""docs/api.md and the pages it links list every route Herald serves, and only those, with the SDK operations that call them.
 
 The facts are regenerated here, never copied: the served routes from the app's
 OpenAPI document plus the few it leaves out (the Inbox's socket, the docs
@@ -27,11 +27,12 @@ from herald.config import load_settings
 from herald.realtime.server import PATH as SOCKET_PATH
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-API_DOC = REPO_ROOT / "docs" / "api.md"
+# docs/api.md says what the routes share and links the pages that map them.
+API_DOCS = [REPO_ROOT / "docs" / name for name in ("api.md", "api-routes.md", "api-herald-routes.md", "api-unserved.md")]
 NOVU_PY = Path(novu_py.__file__).parent
 NOVU_API_FUNCS = REPO_ROOT / "tests" / "sdk" / "node" / "node_modules" / "@novu" / "api" / "src" / "funcs"
 
-# The columns of docs/api.md's tables: served routes, and novu-py's operations Herald does not serve.
+# The columns of those pages' tables: served routes, and novu-py's operations Herald does not serve.
 SERVED_HEADER = "| Method | Path | What it does | novu-py | @novu/api |"
 UNSERVED_HEADER = "| novu-py | Route | Why not |"
 NONE = "—"
@@ -157,15 +158,16 @@ def novu_api_names() -> dict[str, str]:
 
 
 def _tables(header: str) -> Iterator[list[str]]:
-    """The cells of every row of the page's tables that start with ``header``."""
-    lines = API_DOC.read_text().splitlines()
-    for index, line in enumerate(lines):
-        if line.strip() != header:
-            continue
-        for row in lines[index + 2 :]:
-            if not row.startswith("|"):
-                break
-            yield [cell.strip() for cell in row.strip().strip("|").split("|")]
+    """The cells of every row of the pages' tables that start with ``header``."""
+    for page in API_DOCS:
+        lines = page.read_text().splitlines()
+        for index, line in enumerate(lines):
+            if line.strip() != header:
+                continue
+            for row in lines[index + 2 :]:
+                if not row.startswith("|"):
+                    break
+                yield [cell.strip() for cell in row.strip().strip("|").split("|")]
 
 
 def _code(cell: str) -> list[str]:
@@ -215,8 +217,8 @@ def test_every_route_herald_serves_has_one_row_and_no_row_names_a_route_it_does_
     routes: frozenset[Route],
 ) -> None:
     documented = set(documented_routes())
-    assert not documented - routes, f"docs/api.md lists routes Herald does not serve: {sorted(documented - routes)}"
-    assert not routes - documented, f"docs/api.md misses routes Herald serves: {sorted(routes - documented)}"
+    assert not documented - routes, f"docs/api-*.md list routes Herald does not serve: {sorted(documented - routes)}"
+    assert not routes - documented, f"docs/api-*.md miss routes Herald serves: {sorted(routes - documented)}"
 
 
 def test_each_rows_novu_py_operations_are_the_ones_that_call_its_route() -> None:
@@ -247,7 +249,7 @@ def test_the_operations_herald_does_not_serve_are_exactly_novu_pys_others(routes
         if (operation.method, template(operation.path)) not in served
     }
     documented = documented_unserved()
-    assert sorted(documented) == sorted(unserved), "docs/api.md's table of operations Herald does not serve is off"
+    assert sorted(documented) == sorted(unserved), "docs/api-unserved.md's table is off"
     for sdk_path, route in unserved.items():
         assert documented[sdk_path] == route, f"{sdk_path} calls {route}"
 
